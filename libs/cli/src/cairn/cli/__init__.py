@@ -1,0 +1,1 @@
+"""The `cairn` operator command: migrations and stream setup (later: replay, import, bench)."""

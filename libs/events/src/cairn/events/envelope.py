@@ -1,0 +1,43 @@
+"""The envelope every event carries: identity, tenant, agent, event time and record time, causality."""
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+import uuid_utils
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+# Tenant and agent ids become NATS subject tokens, so they must never contain dots, wildcards or spaces.
+TOKEN_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+Token = Annotated[str, Field(pattern=TOKEN_PATTERN)]
+
+
+def _aware(value: datetime) -> datetime:
+    if value.tzinfo is None:
+        raise ValueError("time must carry a UTC offset (RFC 3339)")
+    return value
+
+
+AwareDatetime = Annotated[datetime, AfterValidator(_aware)]
+
+
+def new_event_id() -> str:
+    """A UUIDv7: time-ordered, so ids sort roughly by creation."""
+    return str(uuid_utils.uuid7())
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Envelope(BaseModel):
+    """Fields shared by every event. `occurred_at` is event time, `recorded_at` ingest time."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    event_id: str = Field(default_factory=new_event_id)
+    tenant_id: Token
+    agent_id: Token = "main"
+    occurred_at: AwareDatetime = Field(default_factory=utc_now)
+    recorded_at: AwareDatetime = Field(default_factory=utc_now)
+    causation_id: str | None = None
+    correlation_id: str | None = None

@@ -1,0 +1,210 @@
+"""The wire events. Each is frozen, has a literal versioned `type`, and belongs to one union.
+
+Versioning is additive: a new optional field keeps `.v1`; a breaking change is a new `.v2` model
+plus a pure upcaster in `upcasters.py`.
+"""
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from cairn.events.envelope import AwareDatetime, Envelope, Token
+
+Role = Literal["user", "assistant", "tool", "system"]
+ChatType = Literal["direct", "group", "channel"]
+ResetReason = Literal["new", "reset", "api", "idle", "daily"]
+
+MAX_TEXT_CHARS = 65_536
+
+
+class InboundMessage(BaseModel):
+    """What an adapter says was said: the body of `POST /v1/messages` and of `cairn.in.<tenant>.message`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=False)
+
+    agent_id: Token = "main"
+    channel: Token = "api"
+    account_id: str | None = Field(default=None, max_length=128)
+    chat_type: ChatType = "direct"
+    peer_id: str | None = Field(default=None, max_length=256)
+    chat_id: str | None = Field(default=None, max_length=256)
+    thread_id: str | None = Field(default=None, max_length=256)
+    sender_name: str | None = Field(default=None, max_length=256)
+    role: Role = "user"
+    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
+    message_id: str | None = Field(default=None, min_length=1, max_length=256)
+    occurred_at: AwareDatetime | None = None
+    session_key: str | None = Field(default=None, min_length=1, max_length=512)
+
+
+class MessageReceived(Envelope):
+    """Ingest accepted one message; the session service routes and appends it."""
+
+    type: Literal["message.received.v1"] = "message.received.v1"
+    session_key: str
+    message: InboundMessage
+
+
+class SessionCommand(Envelope):
+    """A session operation asked for through the API (reset, console thread, fork)."""
+
+    type: Literal["session.command.v1"] = "session.command.v1"
+    command: Literal["reset", "create", "fork"]
+    session_key: str
+    reason: ResetReason = "api"
+    parent_session_key: str | None = None
+    from_message_id: str | None = None
+    incognito: bool = False
+
+
+class TranscriptLine(BaseModel):
+    """One message as carried inside another event (snapshots need the tail of a closed window)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    message_id: str
+    role: Role
+    text: str
+    sender_name: str | None = None
+    occurred_at: AwareDatetime
+
+
+class TranscriptAppended(Envelope):
+    """One entry was durably appended to a session's transcript."""
+
+    type: Literal["transcript.appended.v1"] = "transcript.appended.v1"
+    session_key: str
+    session_id: str
+    position: int = Field(ge=1)
+    reset_index: int = Field(ge=0)
+    message_id: str
+    external_id: str | None = None
+    role: Role
+    text: str
+    sender_name: str | None = None
+    peer_id: str | None = None
+    channel: str
+    chat_type: ChatType
+    token_estimate: int = Field(ge=0)
+    ingest_seq: int | None = None
+
+
+class ResetBoundary(Envelope):
+    """A reset recorded a boundary: a new history window starts, nothing is deleted."""
+
+    type: Literal["session.reset-boundary.v1"] = "session.reset-boundary.v1"
+    session_key: str
+    session_id: str
+    position: int = Field(ge=1)
+    reason: ResetReason
+    reset_index: int = Field(ge=1)
+    closed_window_tail: tuple[TranscriptLine, ...] = ()
+    ingest_seq: int | None = None
+
+
+class CompactionImminent(Envelope):
+    """The live window crossed the compaction threshold; fired once per compaction cycle."""
+
+    type: Literal["session.compaction-imminent.v1"] = "session.compaction-imminent.v1"
+    session_key: str
+    session_id: str
+    cycle: int = Field(ge=0)
+    estimated_tokens: int
+    transcript_bytes: int
+    threshold_tokens: int
+
+
+class SessionCreated(Envelope):
+    type: Literal["session.created.v1"] = "session.created.v1"
+    session_key: str
+    session_id: str
+    chat_type: ChatType
+    channel: str
+    parent_session_id: str | None = None
+
+
+class SessionForked(Envelope):
+    type: Literal["session.forked.v1"] = "session.forked.v1"
+    session_key: str
+    session_id: str
+    parent_session_key: str
+    parent_session_id: str
+    from_position: int
+
+
+class MemoryWriteRequested(Envelope):
+    """A client asked to change a memory document; consolidation applies it."""
+
+    type: Literal["memory.write-requested.v1"] = "memory.write-requested.v1"
+    path: str
+    mode: Literal["put", "append", "delete"]
+    text: str = ""
+    if_match: int | None = None
+
+
+class DocumentChanged(Envelope):
+    type: Literal["memory.document-changed.v1"] = "memory.document-changed.v1"
+    path: str
+    version: int
+    change: Literal["created", "updated", "deleted"]
+    text: str = ""
+
+
+class ErasureRequested(Envelope):
+    type: Literal["erasure.requested.v1"] = "erasure.requested.v1"
+    scope: Literal["session", "message", "peer", "document"]
+    target: str
+
+
+class ErasureCompleted(Envelope):
+    type: Literal["erasure.completed.v1"] = "erasure.completed.v1"
+    request_id: str
+    removed: dict[str, int] = Field(default_factory=dict)
+
+
+class IndexAdvanced(Envelope):
+    """The indexer's projection now covers everything up to this ingest sequence."""
+
+    type: Literal["index.advanced.v1"] = "index.advanced.v1"
+    ingest_seq: int
+
+
+class RecallPerformed(Envelope):
+    type: Literal["recall.performed.v1"] = "recall.performed.v1"
+    session_key: str
+    outcome: str
+    lane: int | None = None
+    items: int = 0
+    elapsed_ms: float = 0.0
+
+
+Event = Annotated[
+    MessageReceived
+    | SessionCommand
+    | TranscriptAppended
+    | ResetBoundary
+    | CompactionImminent
+    | SessionCreated
+    | SessionForked
+    | MemoryWriteRequested
+    | DocumentChanged
+    | ErasureRequested
+    | ErasureCompleted
+    | IndexAdvanced
+    | RecallPerformed,
+    Field(discriminator="type"),
+]
+
+event_adapter: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def decode_event(data: bytes | str) -> Event:
+    """Decode any cairn event from JSON; raises `pydantic.ValidationError` for bad input."""
+    return event_adapter.validate_json(data)
+
+
+def encode_event(event: Event) -> bytes:
+    return event_adapter.dump_json(event)
+
+
+__all__ = ["AwareDatetime", "ChatType", "Role"]

@@ -1,0 +1,76 @@
+"""Subjects and JetStream streams, declared once. Each event type lives in the stream of the service
+that emits it; subjects are `cairn.<tenant>.<agent>.<event-type>`."""
+
+from dataclasses import dataclass
+from typing import get_args
+
+from cairn.events.models import Event
+
+INBOX_STREAM = "CAIRN_INBOX"
+INGEST_STREAM = "CAIRN_INGEST"
+SESSION_STREAM = "CAIRN_SESSION"
+INDEX_STREAM = "CAIRN_INDEX"
+MEMORY_STREAM = "CAIRN_MEMORY"
+RECALL_STREAM = "CAIRN_RECALL"
+DEAD_LETTER_STREAM = "CAIRN_DEAD_LETTER"
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    name: str
+    subjects: tuple[str, ...]
+    work_queue: bool = False
+    duplicate_window_s: float = 3600.0
+    max_age_s: float = 0.0  # 0 = keep forever: the log is the source of truth for replays
+
+
+def _event_type(model: type) -> str:
+    """`transcript.appended.v1` -> `transcript.appended` (the subject suffix)."""
+    literal = model.model_fields["type"].default  # type: ignore[attr-defined]
+    return str(literal).rsplit(".", 1)[0]
+
+
+_OWNERS: dict[str, tuple[str, ...]] = {
+    INGEST_STREAM: ("message.received", "session.command", "memory.write-requested", "erasure.requested"),
+    SESSION_STREAM: (
+        "transcript.appended",
+        "session.reset-boundary",
+        "session.compaction-imminent",
+        "session.created",
+        "session.forked",
+    ),
+    INDEX_STREAM: ("index.advanced",),
+    MEMORY_STREAM: ("memory.document-changed", "erasure.completed"),
+    RECALL_STREAM: ("recall.performed",),
+}
+
+_MODELS = get_args(get_args(Event)[0])
+_STREAM_OF: dict[str, str] = {t: stream for stream, types in _OWNERS.items() for t in types}
+if {_event_type(m) for m in _MODELS} != set(_STREAM_OF):
+    raise RuntimeError("every event type must belong to exactly one stream")
+
+STREAMS: tuple[StreamSpec, ...] = (
+    StreamSpec(INBOX_STREAM, ("cairn.in.*.message",), work_queue=True),
+    *(StreamSpec(name, tuple(f"cairn.*.*.{t}" for t in types)) for name, types in _OWNERS.items()),
+    StreamSpec(DEAD_LETTER_STREAM, ("cairn-dead-letter.>",), duplicate_window_s=120.0),
+)
+
+
+def subject_for(event: Event) -> str:
+    return f"cairn.{event.tenant_id}.{event.agent_id}.{_event_type(type(event))}"
+
+
+def stream_for(event: Event) -> str:
+    return _STREAM_OF[_event_type(type(event))]
+
+
+def subject_pattern(event_type: str, tenant: str = "*", agent: str = "*") -> str:
+    return f"cairn.{tenant}.{agent}.{event_type}"
+
+
+def inbound_subject(tenant_id: str) -> str:
+    return f"cairn.in.{tenant_id}.message"
+
+
+def dead_letter_subject(consumer: str) -> str:
+    return f"cairn-dead-letter.{consumer}"

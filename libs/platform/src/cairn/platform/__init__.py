@@ -1,0 +1,1 @@
+"""Shared plumbing for cairn's services: settings pieces, Postgres, NATS, Redis, telemetry, HTTP."""

@@ -1,0 +1,90 @@
+"""RFC 9457 problem+json for every error a service returns, with the failing fields named."""
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+PROBLEM_JSON = "application/problem+json"
+
+TITLES = {
+    400: "Bad request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not found",
+    405: "Method not allowed",
+    409: "Version conflict",
+    413: "Too large",
+    422: "Invalid request",
+    429: "Rate limited",
+    503: "Unavailable",
+}
+
+
+class Problem(Exception):
+    """Raise to answer with a problem document; `errors` lists `{field, message}` pairs."""
+
+    def __init__(
+        self,
+        status: int,
+        detail: str,
+        errors: list[dict[str, str]] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status, self.detail, self.errors, self.headers = status, detail, errors, headers
+
+
+def problem_response(
+    status: int,
+    detail: str,
+    errors: list[dict[str, str]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body: dict[str, Any] = {
+        "type": f"https://cairn.dev/problems/{status}",
+        "title": TITLES.get(status, "Error"),
+        "status": status,
+        "detail": detail,
+    }
+    if errors is not None:
+        body["errors"] = errors
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    return ".".join(parts) or "body"
+
+
+def validation_errors(exc: RequestValidationError) -> list[dict[str, str]]:
+    errors = []
+    for error in exc.errors():
+        message = str(error.get("msg", "invalid"))
+        ctx = error.get("ctx") or {}
+        if "max_length" in ctx:
+            message = f"{message} (limit {ctx['max_length']})"
+        errors.append({"field": _field(tuple(error.get("loc", ()))), "message": message})
+    return errors
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    async def on_problem(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, Problem)
+        return problem_response(exc.status, exc.detail, exc.errors, exc.headers)
+
+    async def on_validation(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        errors = validation_errors(exc)
+        fields = ", ".join(e["field"] for e in errors)
+        return problem_response(422, f"The request is invalid: check {fields}.", errors)
+
+    async def on_http(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        return problem_response(exc.status_code, str(exc.detail), headers=dict(exc.headers or {}))
+
+    app.add_exception_handler(Problem, on_problem)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)

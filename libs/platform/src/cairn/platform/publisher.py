@@ -1,0 +1,55 @@
+"""Publishing events to JetStream. The event id is the `Nats-Msg-Id` (unless a caller gives an
+idempotency key), so a re-publish is deduplicated; trace context travels in the headers."""
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from nats.js import JetStreamContext
+from opentelemetry import propagate
+
+from cairn.events import Event, encode_event, stream_for, subject_for
+
+
+@dataclass(frozen=True)
+class Published:
+    seq: int
+    duplicate: bool
+
+
+class EventPublisher:
+    def __init__(self, js: JetStreamContext) -> None:
+        self.js = js
+
+    def _headers(self, event: Event, msg_id: str | None) -> dict[str, str]:
+        headers: dict[str, str] = {"Nats-Msg-Id": msg_id or event.event_id}
+        propagate.inject(headers)
+        return headers
+
+    async def publish(self, event: Event, msg_id: str | None = None) -> Published:
+        """Publish and wait for JetStream's ack; the sequence is the write's `position`."""
+        ack = await self.js.publish(
+            subject_for(event),
+            encode_event(event),
+            stream=stream_for(event),
+            headers=self._headers(event, msg_id),
+        )
+        return Published(int(ack.seq), bool(ack.duplicate))
+
+    async def publish_many(
+        self, events: Sequence[Event], msg_ids: Sequence[str | None] | None = None
+    ) -> list[Published]:
+        """Send all in order without waiting between them, then wait for every ack."""
+        ids = msg_ids if msg_ids is not None else [None] * len(events)
+        futures = [
+            await self.js.publish_async(
+                subject_for(e), encode_event(e), stream=stream_for(e), headers=self._headers(e, i)
+            )
+            for e, i in zip(events, ids, strict=True)
+        ]
+        acks = await asyncio.gather(*futures)
+        return [Published(int(a.seq), bool(a.duplicate)) for a in acks]
+
+    async def publish_all(self, events: Sequence[Event]) -> None:
+        if events:
+            await self.publish_many(events)

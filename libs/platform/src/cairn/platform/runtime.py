@@ -1,0 +1,140 @@
+"""The composition root every service shares: settings in, pools and broker built in the lifespan,
+health endpoints, problem+json errors, telemetry, and the uvicorn runner."""
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import asyncpg
+import uvicorn
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.responses import JSONResponse
+from faststream.nats import NatsBroker
+from faststream.nats.opentelemetry import NatsTelemetryMiddleware
+from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
+from redis.asyncio import Redis
+
+from cairn.platform.auth import ApiKeys
+from cairn.platform.consumer import Projection
+from cairn.platform.postgres import create_pool, ping
+from cairn.platform.problems import install_problem_handlers
+from cairn.platform.publisher import EventPublisher
+from cairn.platform.settings import ServiceSettings
+from cairn.platform.telemetry import setup_logging, setup_tracing
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Runtime:
+    """The live resources of one service process, passed down to its handlers and routes."""
+
+    name: str
+    settings: ServiceSettings
+    pool: "asyncpg.Pool[asyncpg.Record]"
+    broker: NatsBroker
+    publisher: EventPublisher
+    redis: "Redis"
+    extras: dict[str, Any]
+
+
+# Builds a service's stores into `runtime.extras` and returns the projections it runs.
+Wiring = Callable[[Runtime], Sequence[Projection]]
+
+
+def runtime_of(request: Request) -> Runtime:
+    runtime: Runtime = request.app.state.runtime
+    return runtime
+
+
+async def _readiness(runtime: Runtime) -> dict[str, str]:
+    checks: dict[str, str] = {}
+    try:
+        await ping(runtime.pool)
+        checks["postgres"] = "ok"
+    except (OSError, asyncpg.PostgresError) as error:
+        checks["postgres"] = f"failing: {error}"
+    checks["nats"] = "ok" if await runtime.broker.ping(timeout=2.0) else "failing: not connected"
+    stopped = [t.get_name() for t in runtime.extras.get("consumers", []) if t.done()]
+    checks["consumers"] = f"failing: {', '.join(stopped)} stopped" if stopped else "ok"
+    try:
+        await runtime.redis.ping()
+        checks["redis"] = "ok"
+    except (OSError, ConnectionError) as error:
+        checks["redis"] = f"failing: {error}"
+    return checks
+
+
+def health_router() -> APIRouter:
+    router = APIRouter(tags=["health"])
+
+    @router.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @router.get("/readyz")
+    async def readyz(request: Request) -> JSONResponse:
+        runtime: Runtime | None = getattr(request.app.state, "runtime", None)
+        if runtime is None:
+            return JSONResponse({"status": "starting"}, status_code=503)
+        checks = await _readiness(runtime)
+        ready = all(v == "ok" for v in checks.values())
+        return JSONResponse({"status": "ready" if ready else "not ready", **checks}, status_code=200 if ready else 503)
+
+    return router
+
+
+def create_service_app(
+    name: str,
+    settings: ServiceSettings,
+    routers: Sequence[APIRouter] = (),
+    wire: Wiring | None = None,
+    description: str = "",
+) -> FastAPI:
+    """Build a service's ASGI app; nothing connects until the lifespan starts."""
+    setup_logging(name, settings.telemetry)
+    tracer_provider = setup_tracing(name)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        pool = await create_pool(settings.postgres)
+        broker = NatsBroker(
+            settings.nats.url,
+            name=f"cairn-{name}",
+            middlewares=[NatsTelemetryMiddleware(tracer_provider=tracer_provider)],
+            logger=None,  # per-message logs cost ~as much as the work; errors are logged by the consumer
+            max_reconnect_attempts=-1,
+        )
+        redis = Redis.from_url(settings.redis.url)
+        await broker.connect()
+        runtime = Runtime(name, settings, pool, broker, EventPublisher(broker.connection.jetstream()), redis, {})
+        runtime.extras["api_keys"] = ApiKeys(pool)
+        await broker.start()
+        consumers = [asyncio.create_task(p.run(), name=p.consumer) for p in (wire(runtime) if wire else ())]
+        runtime.extras["consumers"] = consumers
+        app.state.runtime = runtime
+        log.info("cairn-%s ready on %s:%d", name, settings.http.host, settings.http.port)
+        try:
+            yield
+        finally:
+            for task in consumers:
+                task.cancel()
+            await asyncio.gather(*consumers, return_exceptions=True)
+            await broker.stop()
+            await redis.aclose()
+            await pool.close()
+
+    app = FastAPI(title=f"cairn {name}", description=description, version="1", lifespan=lifespan)
+    install_problem_handlers(app)
+    app.include_router(health_router())
+    for router in routers:
+        app.include_router(router)
+    FastAPIInstrumentor.instrument_app(app, tracer_provider=tracer_provider, excluded_urls="healthz,readyz")
+    return app
+
+
+def serve(app: FastAPI, settings: ServiceSettings) -> None:
+    uvicorn.run(app, host=settings.http.host, port=settings.http.port, log_config=None, access_log=False)

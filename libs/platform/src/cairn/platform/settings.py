@@ -1,0 +1,70 @@
+"""Settings pieces every service composes into its own settings class (env prefix `CAIRN_`)."""
+
+from collections.abc import Callable
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class PostgresSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CAIRN_POSTGRES_", extra="ignore")
+
+    url: SecretStr = SecretStr("postgresql://cairn_app@127.0.0.1:5432/cairn")
+    admin_url: SecretStr | None = None  # owner/superuser: migrations only, never a service
+    app_password: SecretStr | None = None  # set on the cairn_app role by `cairn migrate`
+    pool_min: int = Field(default=1, ge=0)
+    pool_max: int = Field(default=10, ge=1)
+
+
+class NatsSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CAIRN_NATS_", extra="ignore")
+
+    url: str = "nats://127.0.0.1:4222"
+    max_deliver: int = Field(default=5, ge=1, description="deliveries before a message is dead-lettered")
+    fetch_batch: int = Field(default=64, ge=1)
+    ack_wait_s: float = Field(default=30.0, gt=0)
+
+
+class RedisSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CAIRN_REDIS_", extra="ignore")
+
+    url: str = "redis://127.0.0.1:6379/0"
+
+
+class HttpSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CAIRN_HTTP_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+
+
+def http_defaults(port: int) -> Callable[[], HttpSettings]:
+    """A default factory giving a service its own default port unless CAIRN_HTTP_PORT says otherwise."""
+
+    def build() -> HttpSettings:
+        settings = HttpSettings()
+        return settings if "port" in settings.model_fields_set else settings.model_copy(update={"port": port})
+
+    return build
+
+
+class TelemetrySettings(BaseSettings):
+    """Only the switch for JSON logs; the exporter is chosen by the standard OTEL_* variables."""
+
+    model_config = SettingsConfigDict(env_prefix="CAIRN_LOG_", extra="ignore")
+
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    json_format: bool = Field(default=True, alias="CAIRN_LOG_JSON")
+
+
+class ServiceSettings(BaseSettings):
+    """The connections every service has; a service subclasses this and adds its own fields."""
+
+    model_config = SettingsConfigDict(env_prefix="CAIRN_", extra="ignore")
+
+    postgres: PostgresSettings = Field(default_factory=PostgresSettings)
+    nats: NatsSettings = Field(default_factory=NatsSettings)
+    redis: RedisSettings = Field(default_factory=RedisSettings)
+    http: HttpSettings = Field(default_factory=HttpSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)

@@ -1,0 +1,44 @@
+"""Composition root of the consolidation service."""
+
+from functools import partial
+
+from fastapi import FastAPI
+
+from cairn.consolidation.handlers import (
+    bind,
+    on_compaction_imminent,
+    on_memory_write_requested,
+    on_reset_boundary,
+)
+from cairn.consolidation.settings import ConsolidationSettings
+from cairn.events import INGEST_STREAM, SESSION_STREAM, CompactionImminent, MemoryWriteRequested, ResetBoundary
+from cairn.platform.consumer import Handler, Projection
+from cairn.platform.runtime import Runtime, create_service_app, serve
+
+CONSUMER = "consolidation"
+
+
+def create_app(settings: ConsolidationSettings) -> FastAPI:
+    session_handlers: dict[type, Handler] = {
+        ResetBoundary: bind(partial(on_reset_boundary, keep=settings.snapshot_messages)),
+        CompactionImminent: bind(on_compaction_imminent),
+    }
+    ingest_handlers: dict[type, Handler] = {MemoryWriteRequested: bind(on_memory_write_requested)}
+
+    def wire(runtime: Runtime) -> list[Projection]:
+        def projection(stream: str, handlers: dict[type, Handler]) -> Projection:
+            return Projection(CONSUMER, stream, handlers, runtime.pool, runtime.publisher, settings.nats)
+
+        return [projection(SESSION_STREAM, session_handlers), projection(INGEST_STREAM, ingest_handlers)]
+
+    return create_service_app(
+        "consolidation",
+        settings,
+        wire=wire,
+        description="Memory documents: reset snapshots, memory writes, due pre-compaction flushes.",
+    )
+
+
+def main() -> None:
+    settings = ConsolidationSettings()
+    serve(create_app(settings), settings)

@@ -1,0 +1,1 @@
+"""The indexer service: projects transcripts (and later memory documents) into search tables."""

@@ -1,0 +1,9 @@
+"""Settings of the indexer service."""
+
+from pydantic import Field
+
+from cairn.platform.settings import HttpSettings, ServiceSettings, http_defaults
+
+
+class IndexerSettings(ServiceSettings):
+    http: HttpSettings = Field(default_factory=http_defaults(8083))

@@ -1,0 +1,28 @@
+"""Composition root of the ingest service."""
+
+from fastapi import FastAPI
+
+from cairn.ingest.api import router
+from cairn.ingest.settings import IngestSettings
+from cairn.ingest.store import TenantStore
+from cairn.platform.consumer import Projection
+from cairn.platform.runtime import Runtime, create_service_app, serve
+
+
+def create_app(settings: IngestSettings) -> FastAPI:
+    def wire(runtime: Runtime) -> list[Projection]:
+        runtime.extras["tenants"] = TenantStore(runtime.pool)
+        return []
+
+    return create_service_app(
+        "ingest",
+        settings,
+        routers=[router],
+        wire=wire,
+        description="The write door: messages, session commands, memory writes, admin.",
+    )
+
+
+def main() -> None:
+    settings = IngestSettings()
+    serve(create_app(settings), settings)

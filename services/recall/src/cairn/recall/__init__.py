@@ -1,0 +1,1 @@
+"""The recall service: the only read door (session search, history, memory files, recall)."""

@@ -1,0 +1,145 @@
+"""The query API: session search and memory files (API.md, query side)."""
+
+import json
+from datetime import datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, Field
+
+from cairn.platform.auth import Tenant
+from cairn.platform.problems import Problem
+from cairn.platform.runtime import runtime_of
+from cairn.recall.queries import ReadStore
+from cairn.recall.settings import RecallSettings
+from cairn.text import build_query, snippet
+
+router = APIRouter()
+AgentId = Annotated[str, Query(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+SNIPPET_CHARS = 300
+
+
+class SessionSearch(BaseModel):
+    agent_id: str = Field(default="main", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    query: str = Field(min_length=1, max_length=4096)
+    limit: int = Field(default=10, ge=1, le=25)
+    caller_session_key: str | None = Field(default=None, max_length=512)
+    consistent_with: str | None = Field(default=None, pattern=r"^[0-9]{1,19}$")
+
+
+class SessionHit(BaseModel):
+    session_key: str
+    session_id: str
+    message_id: str
+    role: str
+    occurred_at: datetime
+    snippet: str
+    score: float
+
+
+class SessionSearchResult(BaseModel):
+    results: list[SessionHit]
+    truncated: bool
+    indexing: bool
+
+
+class MemoryFile(BaseModel):
+    path: str
+    text: str
+    version: int
+    # `from` is a Python keyword; the wire name stays as API.md gives it
+    from_: int = Field(serialization_alias="from")
+    lines: int
+
+
+class FileEntry(BaseModel):
+    path: str
+    version: int
+    updated_at: datetime
+    bytes: int
+
+
+class FileList(BaseModel):
+    files: list[FileEntry]
+
+
+def _store(request: Request) -> ReadStore:
+    store: ReadStore = runtime_of(request).extras["reads"]
+    return store
+
+
+def _settings(request: Request) -> RecallSettings:
+    settings = runtime_of(request).settings
+    assert isinstance(settings, RecallSettings)
+    return settings
+
+
+def _within_budget(hits: list[SessionHit], budget: int) -> tuple[list[SessionHit], bool]:
+    """Keep the best hits whose JSON fits the byte budget (visibility was applied before)."""
+    kept: list[SessionHit] = []
+    used = 64
+    for hit in hits:
+        size = len(json.dumps(hit.model_dump(mode="json"), ensure_ascii=False).encode()) + 1
+        if used + size > budget:
+            return kept, True
+        kept.append(hit)
+        used += size
+    return kept, False
+
+
+@router.post("/v1/sessions/search", response_model=SessionSearchResult, tags=["sessions"])
+async def search_sessions(body: SessionSearch, tenant: Tenant, request: Request) -> SessionSearchResult:
+    """Find user and assistant messages again, word for word (Chinese, Japanese, Korean included)."""
+    store, settings = _store(request), _settings(request)
+    indexing = False
+    if body.consistent_with is not None:
+        indexing = not await store.wait_for_index(tenant, int(body.consistent_with), settings.consistency_wait_s)
+    query = build_query(body.query)
+    if query is None:
+        return SessionSearchResult(results=[], truncated=False, indexing=indexing)
+    rows = await store.search_messages(tenant, body.agent_id, query.any_terms, query.all_terms, body.limit)
+    hits = [
+        SessionHit(
+            session_key=r.session_key,
+            session_id=r.session_id,
+            message_id=r.message_id,
+            role=r.role,
+            occurred_at=r.occurred_at,
+            snippet=snippet(r.text, query.terms, SNIPPET_CHARS),
+            score=round(r.score, 6),
+        )
+        for r in rows
+    ]
+    kept, truncated = _within_budget(hits, settings.max_response_bytes)
+    return SessionSearchResult(results=kept, truncated=truncated, indexing=indexing)
+
+
+@router.get("/v1/memory/files/{path:path}", response_model=MemoryFile, response_model_by_alias=True, tags=["memory"])
+async def read_file(
+    path: str,
+    tenant: Tenant,
+    request: Request,
+    agent_id: AgentId = "main",
+    from_: Annotated[int, Query(alias="from", ge=1)] = 1,
+    lines: Annotated[int, Query(ge=1, le=2000)] = 120,
+) -> MemoryFile:
+    """Read a memory document, or a window of its lines."""
+    document = await _store(request).document(tenant, agent_id, path)
+    if document is None:
+        raise Problem(404, f"No memory file {path!r} for agent {agent_id!r}.")
+    all_lines = document["text"].splitlines(keepends=True)
+    window = "".join(all_lines[from_ - 1 : from_ - 1 + lines])
+    return MemoryFile(path=path, text=window, version=document["version"], from_=from_, lines=len(window.splitlines()))
+
+
+@router.get("/v1/memory/files", response_model=FileList, tags=["memory"])
+async def list_files(
+    tenant: Tenant,
+    request: Request,
+    agent_id: AgentId = "main",
+    prefix: Annotated[str, Query(max_length=512)] = "",
+    limit: Annotated[int, Query(ge=1, le=1000)] = 500,
+) -> FileList:
+    """List an agent's memory documents, optionally under a path prefix."""
+    rows = await _store(request).documents(tenant, agent_id, prefix, limit)
+    return FileList(files=[FileEntry(**row) for row in rows])

@@ -1,0 +1,28 @@
+"""Composition root of the recall service."""
+
+from fastapi import FastAPI
+
+from cairn.platform.consumer import Projection
+from cairn.platform.runtime import Runtime, create_service_app, serve
+from cairn.recall.api import router
+from cairn.recall.queries import ReadStore
+from cairn.recall.settings import RecallSettings
+
+
+def create_app(settings: RecallSettings) -> FastAPI:
+    def wire(runtime: Runtime) -> list[Projection]:
+        runtime.extras["reads"] = ReadStore(runtime.pool)
+        return []
+
+    return create_service_app(
+        "recall",
+        settings,
+        routers=[router],
+        wire=wire,
+        description="The read door: session search, history, memory files, recall.",
+    )
+
+
+def main() -> None:
+    settings = RecallSettings()
+    serve(create_app(settings), settings)

@@ -1,0 +1,84 @@
+"""Read-side SQL over the projections, each run inside a tenant transaction (row-level security)."""
+
+import asyncio
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from cairn.platform.postgres import tenant_transaction
+
+SEARCH_MESSAGES = """
+SELECT session_key, session_id::text, message_id::text, role, occurred_at, text,
+       ts_rank_cd(terms, any_q) + CASE WHEN terms @@ all_q THEN 1.0 ELSE 0.0 END AS score
+FROM indexer.messages, CAST($3 AS tsquery) AS any_q, CAST($4 AS tsquery) AS all_q
+WHERE tenant_id = $1 AND agent_id = $2 AND terms @@ any_q
+ORDER BY score DESC, occurred_at DESC, message_id
+LIMIT $5
+"""
+INDEXED_UP_TO = "SELECT ingest_seq FROM indexer.progress WHERE tenant_id = $1"
+GET_DOCUMENT = """
+SELECT path, version, text, updated_at FROM consolidation.documents
+WHERE tenant_id = $1 AND agent_id = $2 AND path = $3 AND NOT deleted
+"""
+LIST_DOCUMENTS = """
+SELECT path, version, updated_at, octet_length(text) AS bytes FROM consolidation.documents
+WHERE tenant_id = $1 AND agent_id = $2 AND NOT deleted AND starts_with(path, $3)
+ORDER BY path LIMIT $4
+"""
+
+
+@dataclass(frozen=True)
+class MessageHit:
+    session_key: str
+    session_id: str
+    message_id: str
+    role: str
+    occurred_at: datetime
+    text: str
+    score: float
+
+
+class ReadStore:
+    def __init__(self, pool: "asyncpg.Pool[asyncpg.Record]") -> None:
+        self._pool = pool
+
+    async def search_messages(self, tenant: str, agent: str, any_q: str, all_q: str, limit: int) -> list[MessageHit]:
+        async with tenant_transaction(self._pool, tenant) as conn:
+            rows = await conn.fetch(SEARCH_MESSAGES, tenant, agent, any_q, all_q, limit)
+        return [
+            MessageHit(
+                r["session_key"],
+                r["session_id"],
+                r["message_id"],
+                r["role"],
+                r["occurred_at"],
+                r["text"],
+                float(r["score"]),
+            )
+            for r in rows
+        ]
+
+    async def wait_for_index(self, tenant: str, position: int, bound_s: float) -> bool:
+        """Wait (bounded) until the index covers ingest position `position`; False when the bound is hit."""
+        deadline = time.monotonic() + bound_s
+        while True:
+            async with tenant_transaction(self._pool, tenant) as conn:
+                reached = await conn.fetchval(INDEXED_UP_TO, tenant)
+            if reached is not None and reached >= position:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.05)
+
+    async def document(self, tenant: str, agent: str, path: str) -> dict[str, Any] | None:
+        async with tenant_transaction(self._pool, tenant) as conn:
+            row = await conn.fetchrow(GET_DOCUMENT, tenant, agent, path)
+        return dict(row) if row else None
+
+    async def documents(self, tenant: str, agent: str, prefix: str, limit: int) -> list[dict[str, Any]]:
+        async with tenant_transaction(self._pool, tenant) as conn:
+            rows = await conn.fetch(LIST_DOCUMENTS, tenant, agent, prefix, limit)
+        return [dict(r) for r in rows]

@@ -1,0 +1,11 @@
+"""Settings of the recall service."""
+
+from pydantic import Field
+
+from cairn.platform.settings import HttpSettings, ServiceSettings, http_defaults
+
+
+class RecallSettings(ServiceSettings):
+    http: HttpSettings = Field(default_factory=http_defaults(8084))
+    consistency_wait_s: float = Field(default=5.0, ge=0, le=30, description="bound of a read-your-writes wait")
+    max_response_bytes: int = Field(default=32 * 1024, ge=1024)

@@ -1,0 +1,1 @@
+"""The session service: owns sessions and their append-only transcripts."""

@@ -1,0 +1,31 @@
+"""Pure session rules: token estimates, compaction thresholds, the tail a reset hands to snapshots."""
+
+import math
+import re
+from dataclasses import dataclass
+
+from cairn.session.settings import CompactionSettings
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+
+
+def estimate_tokens(text: str) -> int:
+    """About four characters a token for alphabetic text and one a token for CJK characters."""
+    cjk = len(_CJK.findall(text))
+    return cjk + math.ceil((len(text) - cjk) / 4)
+
+
+@dataclass(frozen=True)
+class Window:
+    """The live history window of a session, as far as compaction cares."""
+
+    tokens: int
+    bytes: int
+    flagged: bool  # compaction-imminent already sent in this cycle
+
+
+def crosses_compaction(window: Window, config: CompactionSettings) -> bool:
+    """True exactly once per cycle: when the window first reaches the token or byte limit."""
+    if window.flagged:
+        return False
+    return window.tokens >= config.threshold_tokens or window.bytes >= config.max_transcript_bytes

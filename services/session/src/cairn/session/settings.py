@@ -1,0 +1,26 @@
+"""Settings of the session service (env prefix CAIRN_SESSION_ for its own knobs)."""
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from cairn.platform.settings import HttpSettings, ServiceSettings, http_defaults
+
+
+class CompactionSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CAIRN_SESSION_", extra="ignore")
+
+    context_window: int = Field(default=200_000, ge=1000)
+    reserve_tokens: int = Field(default=20_000, ge=0)
+    soft_threshold_tokens: int = Field(default=4_000, ge=0)
+    max_transcript_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
+
+    @property
+    def threshold_tokens(self) -> int:
+        """`context_window − reserve − soft threshold`, never below a tenth of the window."""
+        return max(self.context_window - self.reserve_tokens - self.soft_threshold_tokens, self.context_window // 10)
+
+
+class SessionSettings(ServiceSettings):
+    http: HttpSettings = Field(default_factory=http_defaults(8082))
+    compaction: CompactionSettings = Field(default_factory=CompactionSettings)
+    snapshot_messages: int = Field(default=15, ge=1, description="messages carried with a reset boundary")

@@ -1,0 +1,308 @@
+"""The full-text tokenizer: what a document indexes, what a query asks for, and tsquery safety.
+
+Queries are checked by a small evaluator of the tsquery grammar the tokenizer emits (quoted lexemes,
+``&``, ``|``, parentheses): parsing it proves the structure, evaluating it against a document's terms
+models ``@@`` (the queries never use positions, so a term set is an exact model).
+"""
+
+import random
+import re
+
+import pytest
+
+from cairn.text import (
+    MAX_TERM_CHARS,
+    build_query,
+    index_terms,
+    query_terms,
+    to_tsquery,
+    to_tsvector_text,
+)
+
+SHANGHAI = "下周二我去上海参加产品发布会"
+TOKYO = "来週東京に行きます"
+SEOUL = "다음주에 서울에 갑니다"
+MIXED = "我用Python写ERR_CONN_RESET处理"
+FORBIDDEN = set(" \t\r\n'\"\\:&|!()<>*")
+_QUERY_TOKEN = re.compile(r"\s*(?:(?P<op>[&|()])|'(?P<lexeme>(?:[^']|'')+)')")
+
+
+def _tokens(query: str) -> list[tuple[str, str]]:
+    """Splits a tsquery into operators and unquoted lexemes; anything else fails the test."""
+    tokens: list[tuple[str, str]] = []
+    position = 0
+    while position < len(query):
+        match = _QUERY_TOKEN.match(query, position)
+        assert match is not None, f"unexpected text at {position} in {query!r}"
+        if match["op"] is not None:
+            tokens.append(("op", match["op"]))
+        else:
+            lexeme = match["lexeme"].replace("''", "'")
+            assert not FORBIDDEN & set(lexeme), f"unsafe lexeme {lexeme!r}"
+            assert 0 < len(lexeme) <= MAX_TERM_CHARS
+            tokens.append(("lexeme", lexeme))
+        position = match.end()
+    return tokens
+
+
+def _matches(query: str, terms: set[str]) -> bool:
+    """Evaluates a tsquery against a document's lexemes, with ``&`` binding tighter than ``|``."""
+    tokens = _tokens(query)
+
+    def either(at: int) -> tuple[bool, int]:
+        value, at = both(at)
+        while at < len(tokens) and tokens[at] == ("op", "|"):
+            right, at = both(at + 1)
+            value = value or right
+        return value, at
+
+    def both(at: int) -> tuple[bool, int]:
+        value, at = operand(at)
+        while at < len(tokens) and tokens[at] == ("op", "&"):
+            right, at = operand(at + 1)
+            value = value and right
+        return value, at
+
+    def operand(at: int) -> tuple[bool, int]:
+        assert at < len(tokens), f"operand missing at the end of {query!r}"
+        kind, text = tokens[at]
+        if (kind, text) == ("op", "("):
+            value, at = either(at + 1)
+            assert tokens[at] == ("op", ")"), f"unbalanced parentheses in {query!r}"
+            return value, at + 1
+        assert kind == "lexeme", f"operator {text!r} where an operand belongs in {query!r}"
+        return text in terms, at + 1
+
+    value, end = either(0)
+    assert end == len(tokens), f"trailing tokens in {query!r}"
+    return value
+
+
+def _finds(document: str, query: str) -> bool:
+    built = build_query(query)
+    assert built is not None
+    return _matches(built.all_terms, set(index_terms(document)))
+
+
+@pytest.mark.parametrize(
+    ("document", "fragment"),
+    [
+        (SHANGHAI, "上海"),
+        (SHANGHAI, "发布"),
+        (SHANGHAI, "发布会"),
+        (SHANGHAI, "产品发布会"),
+        (SHANGHAI, "上"),
+        (SHANGHAI, "会"),
+        (SHANGHAI, SHANGHAI),
+        (TOKYO, "東京"),
+        (TOKYO, "行きます"),
+        (TOKYO, "に"),
+        (SEOUL, "서울"),
+        (SEOUL, "갑니다"),
+        (SEOUL, "서울에 갑니다"),
+        ("ラーメンを食べた", "ラーメン"),
+        ("사랑해요 𠀀𠀁𠀂 字", "𠀁𠀂"),
+        (MIXED, "python"),
+        (MIXED, "Python"),
+        (MIXED, "ERR_CONN_RESET"),
+        (MIXED, "conn"),
+        (MIXED, "处理"),
+        (MIXED, "写"),
+    ],
+)
+def test_fragment_is_found(document: str, fragment: str) -> None:
+    assert _finds(document, fragment)
+
+
+@pytest.mark.parametrize(
+    ("document", "query"),
+    [
+        (SHANGHAI, "北京"),
+        (SHANGHAI, "海上"),
+        (TOKYO, "大阪"),
+        (TOKYO, "东京"),
+        (SEOUL, "부산"),
+        (MIXED, "ERR_CONN_TIMEOUT"),
+        (MIXED, "java"),
+    ],
+)
+def test_absent_fragment_is_not_found(document: str, query: str) -> None:
+    assert not _finds(document, query)
+
+
+def test_cjk_run_emits_bigrams_and_unigrams() -> None:
+    terms = index_terms(SHANGHAI)
+    assert {"上海", "发布", "布会", "上", "海"} <= set(terms)
+    assert len(terms) == 2 * len(SHANGHAI) - 1
+
+
+def test_mixed_scripts_split_at_script_boundaries() -> None:
+    assert index_terms(MIXED) == [
+        *("我用", "我", "用", "python", "写"),
+        *("err_conn_reset", "err", "conn", "reset", "处理", "处", "理"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("ERR_CONN_RESET", ["err_conn_reset", "err", "conn", "reset"]),
+        ("config.yaml", ["config.yaml", "config", "yaml"]),
+        ("snake_case", ["snake_case", "snake", "case"]),
+        ("v2.3.1", ["v2.3.1", "v2", "3", "1"]),
+        ("PR-1234", ["pr-1234", "pr", "1234"]),
+        ("bob@example.org", ["bob@example.org", "bob", "example", "exampl", "org"]),
+        ("/usr/bin/env", ["usr/bin/env", "usr", "bin", "env"]),
+        ("3.14 2026", ["3.14", "3", "14", "2026"]),
+        ("see config.yaml.", ["see", "config.yaml", "config", "yaml"]),
+    ],
+)
+def test_identifiers_are_kept_whole_and_split(text: str, expected: list[str]) -> None:
+    assert index_terms(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("document", "query"),
+    [
+        ("running late", "runs"),
+        ("he runs", "running"),
+        ("two connections", "connection"),
+        ("users", "user's"),
+    ],
+)
+def test_stems_bridge_word_forms(document: str, query: str) -> None:
+    assert _finds(document, query)
+
+
+def test_exact_form_and_stem_are_both_indexed() -> None:
+    assert index_terms("Running") == ["running", "run"]
+    assert index_terms("run") == ["run"]
+
+
+def test_other_scripts_are_lowercased_not_stemmed() -> None:
+    assert index_terms("Ελληνικά Русский") == ["ελληνικά", "русский"]
+
+
+def test_punctuation_and_emoji_are_dropped() -> None:
+    assert index_terms("Hello, world!!! 🎉🚀 — «ok» (fine)… ※ 。、") == ["hello", "world", "ok", "fine"]
+
+
+def test_full_width_and_half_width_forms_are_folded() -> None:
+    assert index_terms("ＡＢＣ１２３") == ["abc123"]
+    assert "カタ" in index_terms("ｶﾀｶﾅ")
+
+
+def test_repeated_words_keep_their_repeats_for_ranking() -> None:
+    assert index_terms("cat cat") == ["cat", "cat"]
+
+
+def test_long_terms_are_capped() -> None:
+    token = "a" * 100 + "_" + "b" * 100
+    assert all(len(term) <= MAX_TERM_CHARS for term in index_terms(token))
+    assert _finds(token, token)
+
+
+@pytest.mark.parametrize("query", ["", "   ", "\n\t", "!!!", "🎉🎉", '""', "()&|!<>*:'\\", "。、「」"])
+def test_query_without_searchable_terms_is_none(query: str) -> None:
+    assert build_query(query) is None
+    assert to_tsquery(query) is None
+    assert query_terms(query) == []
+
+
+def test_word_query_ors_exact_form_and_stem() -> None:
+    assert to_tsquery("Running") == "('running' | 'run')"
+
+
+def test_cjk_query_ands_bigrams() -> None:
+    assert to_tsquery("发布会") == "'发布' & '布会'"
+    assert to_tsquery("上") == "'上'"
+
+
+def test_all_terms_require_every_term_any_terms_take_one() -> None:
+    built = build_query("上海 北京")
+    assert built is not None
+    terms = set(index_terms(SHANGHAI))
+    assert not _matches(built.all_terms, terms)
+    assert _matches(built.any_terms, terms)
+
+
+def test_unsegmented_cjk_query_matches_partially_in_any_terms() -> None:
+    built = build_query("上海发布会")
+    assert built is not None
+    terms = set(index_terms(SHANGHAI))
+    assert not _matches(built.all_terms, terms)
+    assert _matches(built.any_terms, terms)
+
+
+def test_quoted_phrase_stays_whole_in_any_terms() -> None:
+    built = build_query('"产品 北京" 上海')
+    assert built is not None
+    assert built.any_terms == "('产品' & '北京') | '上海'"
+    assert not _matches(built.any_terms, set(index_terms("产品")))
+
+
+def test_unmatched_quote_is_ignored() -> None:
+    assert to_tsquery('"open ended') == "'open' & ('ended' | 'end')"
+
+
+def test_query_terms_are_distinct_lexemes_in_order() -> None:
+    assert query_terms("runs RUN conn 上海") == ["runs", "run", "conn", "上海"]
+
+
+def test_to_tsvector_text_strips_tsquery_syntax() -> None:
+    assert (
+        to_tsvector_text(["a:b", "it's", "x&y|z", "(p)", "   ", "q\\", "<*!>", "n\x00ul\ud800"]) == "ab its xyz p q nul"
+    )
+    assert to_tsvector_text(index_terms(MIXED)).split() == index_terms(MIXED)
+
+
+def test_huge_query_is_capped_and_well_formed() -> None:
+    built = build_query(" ".join(f"w{index}" for index in range(1000)))
+    assert built is not None
+    assert built.all_terms.count("&") == 255
+    assert _matches(built.all_terms, {f"w{index}" for index in range(256)})
+
+
+def _random_text(rng: random.Random) -> str:
+    pools = [
+        (0x20, 0x7E),
+        (0x00, 0x2FF),
+        (0x0300, 0x036F),
+        (0x0370, 0x04FF),
+        (0x3000, 0x30FF),
+        (0x4E00, 0x9FFF),
+        (0xAC00, 0xD7A3),
+        (0xD800, 0xDFFF),
+        (0xFF00, 0xFFEF),
+        (0x1F300, 0x1FAFF),
+        (0x20000, 0x2A6DF),
+    ]
+    syntax = "'\"\\:&|!()<>* \t_.-/@"
+    length = rng.randint(0, 40)
+    return "".join(
+        rng.choice(syntax) if rng.random() < 0.25 else chr(rng.randint(*rng.choice(pools))) for _ in range(length)
+    )
+
+
+def test_fuzz_queries_are_well_formed_and_match_their_own_text() -> None:
+    rng = random.Random(20261130)
+    for _ in range(3000):
+        text = _random_text(rng)
+        terms = index_terms(text)
+        assert all(term and not FORBIDDEN & set(term) and len(term) <= MAX_TERM_CHARS for term in terms)
+        built = build_query(text)
+        if built is None:
+            assert not terms, text
+            continue
+        assert _matches(built.all_terms, set(terms)), text
+        assert _matches(built.any_terms, set(terms)), text
+        assert to_tsquery(text) == built.all_terms
+
+
+def test_fuzz_every_cjk_substring_is_found() -> None:
+    rng = random.Random(7)
+    for _ in range(1000):
+        document = "".join(chr(rng.randint(0x4E00, 0x4E40)) for _ in range(rng.randint(1, 50)))
+        start = rng.randrange(len(document))
+        fragment = document[start : rng.randint(start + 1, len(document))]
+        assert _finds(document, fragment), (document, fragment)
