@@ -164,7 +164,7 @@ class Postgres:
     def _run(self, tool: str, *args: str) -> str:
         argv = [str(self.bin / tool), *args]
         if self.as_root:
-            argv = ["runuser", "-u", PG_SYSTEM_USER, "--", *argv]
+            argv = [_system_tool("runuser"), "-u", PG_SYSTEM_USER, "--", *argv]
         done = subprocess.run(argv, check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL)
         return done.stdout
 
@@ -178,6 +178,14 @@ def _ensure_system_user() -> None:
             check=True,
             capture_output=True,
         )
+
+
+def _system_tool(name: str) -> str:
+    """Root's tools live in sbin, which a minimal PATH may lack."""
+    found = shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin:/usr/bin:/bin")
+    if found is None:
+        raise RuntimeError(f"{name} is needed to run PostgreSQL as a non-root user; install util-linux/passwd")
+    return found
 
 
 def _traversable_by_others(path: Path) -> bool:
