@@ -8,7 +8,7 @@ UV := $(shell command -v uv 2>/dev/null || echo .cairn/tools/bin/uv)
 export UV_LINK_MODE := copy
 export OMP_NUM_THREADS := 1
 
-.PHONY: help install up down run status test test-unit test-integration test-e2e lint fmt typecheck clean
+.PHONY: help install up down run status bench test test-unit test-integration test-e2e lint fmt typecheck clean
 
 help: ## list the verbs
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -46,6 +46,9 @@ test-integration: install ## integration tests (real NATS, Postgres, Redis)
 
 test-e2e: install ## end-to-end tests (all services as processes, through HTTP)
 	$(UV) run --frozen pytest tests/e2e
+
+bench: install ## benchmarks against the running stack (`make up` first): ingest throughput, table + JSON
+	$(UV) run --frozen cairn bench ingest --messages $(or $(MESSAGES),5000)
 
 lint: install ## ruff (lint + format check) and strict mypy
 	$(UV) run --frozen ruff check .

@@ -1,0 +1,99 @@
+"""`cairn bench ingest`: end-to-end ingest throughput of a running stack through its public API.
+
+Creates a fresh tenant, posts N messages through `POST /v1/messages/batch`, then waits until the last
+one is searchable. Prints a table and writes JSON; numbers are whole-pipeline (ingest → session →
+indexer), on whatever machine the stack runs.
+"""
+
+import json
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import httpx
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    messages: int
+    batch_size: int
+    accept_seconds: float
+    searchable_seconds: float
+    accepted_per_s: float
+    searchable_per_s: float
+
+
+def read_endpoints(path: Path) -> dict[str, str]:
+    values = {}
+    for line in path.read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            values[key.strip()] = value.strip()
+    return values
+
+
+def _wait_searchable(recall: httpx.Client, token: str, position: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = recall.post("/v1/sessions/search", json={"query": token, "consistent_with": position}).json()
+        if found["results"]:
+            return
+    raise TimeoutError(f"the last message was not searchable within {timeout}s")
+
+
+def _message(run: str, i: int) -> dict[str, str]:
+    """Mixed English and Chinese text, each message with its own searchable token."""
+    return {
+        "text": f"bench message {i} 第{i}条消息 token b{run}n{i}",
+        "message_id": f"{run}-{i}",
+        "channel": "bench",
+        "peer_id": str(i % 50),
+    }
+
+
+def run_ingest(endpoints: dict[str, str], messages: int, batch_size: int) -> IngestResult:
+    admin = {"Authorization": f"Bearer {endpoints['CAIRN_ADMIN_TOKEN']}"}
+    created = httpx.post(
+        f"{endpoints['CAIRN_INGEST_URL']}/v1/admin/tenants", json={"name": "bench"}, headers=admin, timeout=30
+    ).json()
+    headers = {"Authorization": f"Bearer {created['api_key']}"}
+    run = uuid.uuid4().hex[:8]
+    with (
+        httpx.Client(base_url=endpoints["CAIRN_INGEST_URL"], headers=headers, timeout=60) as ingest,
+        httpx.Client(base_url=endpoints["CAIRN_RECALL_URL"], headers=headers, timeout=60) as recall,
+    ):
+        start = time.perf_counter()
+        position = ""
+        for first in range(0, messages, batch_size):
+            batch = [
+                {
+                    "text": f"bench message {i} 第{i}条消息 token b{run}n{i}",
+                    "message_id": f"{run}-{i}",
+                    "channel": "bench",
+                    "peer_id": str(i % 50),
+                }
+                for i in range(first, min(first + batch_size, messages))
+            ]
+            results = ingest.post("/v1/messages/batch", json={"messages": batch}).raise_for_status().json()["results"]
+            position = results[-1]["position"]
+        accepted = time.perf_counter() - start
+        _wait_searchable(recall, f"b{run}n{messages - 1}", position, timeout=600)
+        searchable = time.perf_counter() - start
+    return IngestResult(
+        messages,
+        batch_size,
+        round(accepted, 3),
+        round(searchable, 3),
+        round(messages / accepted, 1),
+        round(messages / searchable, 1),
+    )
+
+
+def report(result: IngestResult, out: Path) -> None:
+    print(f"{'figure':<34}{'value':>12}")
+    for name, value in asdict(result).items():
+        print(f"{name:<34}{value:>12}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"benchmark": "ingest", **asdict(result)}, indent=2))
+    print(f"written {out}")
