@@ -1,11 +1,16 @@
-"""One handler per event the session service consumes: route, append, emit."""
+"""One handler per event the session service consumes: route to the session, append, emit.
 
-from collections.abc import Sequence
+Handlers work through the `Transcripts` port, so unit tests run them against an in-memory twin.
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from cairn.events import (
     CompactionImminent,
+    Envelope,
     Event,
     MessageReceived,
     ResetBoundary,
@@ -17,21 +22,32 @@ from cairn.events import (
 from cairn.events.models import ChatType, ResetReason
 from cairn.events.routing import is_reset_command
 from cairn.platform.consumer import Delivery, Handler
-from cairn.session import store
 from cairn.session.domain import Window, crosses_compaction, estimate_tokens
 from cairn.session.settings import SessionSettings
+from cairn.session.store import Entry, PostgresTranscripts, SessionRow, Transcripts
 
-Connection = Any
+
+@dataclass(frozen=True)
+class ResetRequest:
+    """A reset from a `/new` or `/reset` message or from the API, whatever its origin."""
+
+    session_key: str
+    reason: ResetReason
+    channel: str
+    chat_type: ChatType
+    external_id: str | None
+    occurred_at: datetime
+    ingest_seq: int
 
 
-def _created(event: Event, key: str, session: store.SessionRow, chat_type: ChatType, channel: str) -> list[Event]:
+def _created(source: Envelope, key: str, session: SessionRow, chat_type: ChatType, channel: str) -> list[Event]:
     if not session.created:
         return []
     return [
         SessionCreated(
-            tenant_id=event.tenant_id,
-            agent_id=event.agent_id,
-            causation_id=event.event_id,
+            tenant_id=source.tenant_id,
+            agent_id=source.agent_id,
+            causation_id=source.event_id,
             session_key=key,
             session_id=session.session_id,
             chat_type=chat_type,
@@ -40,130 +56,93 @@ def _created(event: Event, key: str, session: store.SessionRow, chat_type: ChatT
     ]
 
 
-def build_handlers(settings: SessionSettings) -> dict[type, Handler]:
-    async def reset(
-        conn: Connection,
-        event: Event,
-        key: str,
-        reason: ResetReason,
-        channel: str,
-        chat_type: ChatType,
-        external_id: str | None,
-        occurred_at: datetime,
-        ingest_seq: int,
-    ) -> Sequence[Event]:
-        tenant, agent = event.tenant_id, event.agent_id
-        session = await store.lock_or_create(conn, tenant, agent, key, chat_type, channel)
-        if await store.already_stored(conn, tenant, channel, external_id):
-            return []
-        tail = await store.window_tail(conn, tenant, session, settings.snapshot_messages)
-        entry = store.Entry(
-            "reset", channel, external_id, None, None, None, None, 0, occurred_at, utc_now(), ingest_seq
-        )
-        position, _ = await store.append(conn, tenant, session, entry, session.reset_index + 1)
-        await store.advance_after_reset(conn, tenant, agent, key, position)
-        boundary = ResetBoundary(
-            tenant_id=tenant,
-            agent_id=agent,
-            causation_id=event.event_id,
-            occurred_at=occurred_at,
-            session_key=key,
-            session_id=session.session_id,
-            position=position,
-            reason=reason,
-            reset_index=session.reset_index + 1,
-            closed_window_tail=tail,
-            ingest_seq=ingest_seq,
-        )
-        return [*_created(event, key, session, chat_type, channel), boundary]
+class SessionHandlers:
+    def __init__(self, settings: SessionSettings) -> None:
+        self.settings = settings
 
-    async def on_message(conn: Connection, event: MessageReceived, delivery: Delivery) -> Sequence[Event]:
-        msg, key = event.message, event.session_key
-        command = is_reset_command(msg)
-        if command is not None:
-            return await reset(
-                conn,
-                event,
-                key,
-                command,
-                msg.channel,
-                msg.chat_type,
-                msg.message_id,
-                event.occurred_at,
-                delivery.stream_seq,
-            )
-        tenant, agent = event.tenant_id, event.agent_id
-        session = await store.lock_or_create(conn, tenant, agent, key, msg.chat_type, msg.channel)
-        if await store.already_stored(conn, tenant, msg.channel, msg.message_id):
-            return []
-        tokens, size = estimate_tokens(msg.text), len(msg.text.encode())
-        entry = store.Entry(
+    async def append_message(self, store: Transcripts, event: MessageReceived, ingest_seq: int) -> list[Event]:
+        msg, key, tenant = event.message, event.session_key, event.tenant_id
+        session = await store.open_session(tenant, event.agent_id, key, msg.chat_type, msg.channel)
+        if await store.has_external_id(tenant, msg.channel, msg.message_id):
+            return []  # a re-send of a stored message
+        tokens = estimate_tokens(msg.text)
+        entry = Entry(
             "message",
             msg.channel,
             msg.message_id,
+            event.occurred_at,
+            event.recorded_at,
+            ingest_seq,
             msg.role,
             msg.text,
             msg.sender_name,
             msg.peer_id,
             tokens,
-            event.occurred_at,
-            event.recorded_at,
-            delivery.stream_seq,
         )
-        position, message_id = await store.append(conn, tenant, session, entry, session.reset_index)
-        await store.advance_after_message(conn, tenant, agent, key, position, tokens, size)
+        position, message_id = await store.append(tenant, session, entry)
         appended = TranscriptAppended(
-            tenant_id=tenant,
-            agent_id=agent,
-            causation_id=event.event_id,
-            occurred_at=event.occurred_at,
-            session_key=key,
-            session_id=session.session_id,
-            position=position,
-            reset_index=session.reset_index,
-            message_id=message_id,
-            external_id=msg.message_id,
-            role=msg.role,
-            text=msg.text,
-            sender_name=msg.sender_name,
-            peer_id=msg.peer_id,
-            channel=msg.channel,
-            chat_type=msg.chat_type,
-            token_estimate=tokens,
-            ingest_seq=delivery.stream_seq,
+            tenant_id=tenant, agent_id=event.agent_id, causation_id=event.event_id, occurred_at=event.occurred_at,
+            session_key=key, session_id=session.session_id, position=position, reset_index=session.reset_index,
+            message_id=message_id, external_id=msg.message_id, role=msg.role, text=msg.text,
+            sender_name=msg.sender_name, peer_id=msg.peer_id, channel=msg.channel, chat_type=msg.chat_type,
+            token_estimate=tokens, ingest_seq=ingest_seq,
+        )  # fmt: skip
+        emitted = [*_created(event, key, session, msg.chat_type, msg.channel), appended]
+        window = Window(
+            session.window_tokens + tokens, session.window_bytes + len(msg.text.encode()), session.compaction_flagged
         )
-        emitted: list[Event] = [*_created(event, key, session, msg.chat_type, msg.channel), appended]
-        window = Window(session.window_tokens + tokens, session.window_bytes + size, session.compaction_flagged)
-        if crosses_compaction(window, settings.compaction):
-            await store.flag_compaction(conn, tenant, agent, key)
-            emitted.append(
-                CompactionImminent(
-                    tenant_id=tenant,
-                    agent_id=agent,
-                    causation_id=event.event_id,
-                    session_key=key,
-                    session_id=session.session_id,
-                    cycle=session.compaction_cycle,
-                    estimated_tokens=window.tokens,
-                    transcript_bytes=window.bytes,
-                    threshold_tokens=settings.compaction.threshold_tokens,
-                )
-            )
+        if crosses_compaction(window, self.settings.compaction):
+            await store.flag_compaction(tenant, session)
+            emitted.append(CompactionImminent(
+                tenant_id=tenant, agent_id=event.agent_id, causation_id=event.event_id, session_key=key,
+                session_id=session.session_id, cycle=session.compaction_cycle, estimated_tokens=window.tokens,
+                transcript_bytes=window.bytes, threshold_tokens=self.settings.compaction.threshold_tokens,
+            ))  # fmt: skip
         return emitted
 
-    async def on_command(conn: Connection, event: SessionCommand, delivery: Delivery) -> Sequence[Event]:
+    async def reset(self, store: Transcripts, source: Envelope, request: ResetRequest) -> list[Event]:
+        tenant, key = source.tenant_id, request.session_key
+        session = await store.open_session(tenant, source.agent_id, key, request.chat_type, request.channel)
+        if await store.has_external_id(tenant, request.channel, request.external_id):
+            return []
+        tail = await store.window_tail(tenant, session, self.settings.snapshot_messages)
+        entry = Entry("reset", request.channel, request.external_id, request.occurred_at, utc_now(), request.ingest_seq)
+        position, _ = await store.append(tenant, session, entry)
+        boundary = ResetBoundary(
+            tenant_id=tenant, agent_id=source.agent_id, causation_id=source.event_id,
+            occurred_at=request.occurred_at, session_key=key, session_id=session.session_id, position=position,
+            reason=request.reason, reset_index=session.reset_index + 1, closed_window_tail=tail,
+            ingest_seq=request.ingest_seq,
+        )  # fmt: skip
+        return [*_created(source, key, session, request.chat_type, request.channel), boundary]
+
+    async def on_message(self, store: Transcripts, event: MessageReceived, ingest_seq: int) -> list[Event]:
+        command = is_reset_command(event.message)
+        if command is None:
+            return await self.append_message(store, event, ingest_seq)
+        msg = event.message
+        request = ResetRequest(
+            event.session_key, command, msg.channel, msg.chat_type, msg.message_id, event.occurred_at, ingest_seq
+        )
+        return await self.reset(store, event, request)
+
+    async def on_command(self, store: Transcripts, event: SessionCommand, ingest_seq: int) -> list[Event]:
         if event.command != "reset":
             return []  # console threads and forks arrive with the session work (issue 3)
-        return await reset(
-            conn,
-            event,
-            event.session_key,
-            event.reason,
-            "api",
-            "direct",
-            None,
-            event.occurred_at,
-            delivery.stream_seq,
-        )
+        request = ResetRequest(event.session_key, event.reason, "api", "direct", None, event.occurred_at, ingest_seq)
+        return await self.reset(store, event, request)
+
+
+def build_handlers(
+    settings: SessionSettings, store_for: Callable[[Any], Transcripts] = PostgresTranscripts
+) -> dict[type, Handler]:
+    """The projection's handlers: each binds a connection to the store and passes the ingest position."""
+    handlers = SessionHandlers(settings)
+
+    async def on_message(conn: Any, event: MessageReceived, delivery: Delivery) -> Sequence[Event]:
+        return await handlers.on_message(store_for(conn), event, delivery.stream_seq)
+
+    async def on_command(conn: Any, event: SessionCommand, delivery: Delivery) -> Sequence[Event]:
+        return await handlers.on_command(store_for(conn), event, delivery.stream_seq)
 
     return {MessageReceived: on_message, SessionCommand: on_command}

@@ -1,0 +1,71 @@
+"""Compaction: when the live window crosses the threshold, `session.compaction-imminent` fires once per
+cycle and the consolidation service records that a memory flush is due."""
+
+import asyncio
+import time
+
+import asyncpg
+import nats
+import pytest
+
+from cairn.events import SESSION_STREAM, CompactionImminent, decode_event
+from cairn.local import LocalStack
+from tests.conftest import Tenant
+
+# The test stack runs with CAIRN_SESSION_CONTEXT_WINDOW=2000: threshold = max(2000 − 24000, 2000 // 10) = 200.
+THRESHOLD_TOKENS = 200
+
+
+async def _compaction_events(stack: LocalStack, tenant_id: str) -> list[CompactionImminent]:
+    nc = await nats.connect(stack.nats_url)
+    try:
+        js = nc.jetstream()
+        sub = await js.subscribe(
+            f"cairn.{tenant_id}.main.session.compaction-imminent", stream=SESSION_STREAM, ordered_consumer=True
+        )
+        events: list[CompactionImminent] = []
+        try:
+            while True:
+                msg = await sub.next_msg(timeout=1.0)
+                event = decode_event(msg.data)
+                assert isinstance(event, CompactionImminent)
+                events.append(event)
+        except nats.errors.TimeoutError:
+            return events
+        finally:
+            await sub.unsubscribe()
+    finally:
+        await nc.close()
+
+
+async def _flushes_due(stack: LocalStack, tenant_id: str) -> list[tuple[str, int]]:
+    conn = await asyncpg.connect(stack.postgres_url("postgres"))
+    try:
+        rows = await conn.fetch(
+            "SELECT session_key, cycle FROM consolidation.flushes_due WHERE tenant_id = $1", tenant_id
+        )
+        return [(r["session_key"], r["cycle"]) for r in rows]
+    finally:
+        await conn.close()
+
+
+@pytest.mark.e2e
+def test_compaction_imminent_fires_once_per_cycle(services: LocalStack, tenant: Tenant) -> None:
+    sentence = "We compared three vendors on price, support hours and data residency in detail. "  # ~20 tokens
+    last = {}
+    for i in range(30):  # ~600 tokens: three times the threshold, still one cycle
+        last = tenant.say(f"{sentence} (note {i})", message_id=f"c{i}")
+    tenant.search("vendors", consistent_with=last["position"])
+
+    deadline = time.monotonic() + 20
+    due = asyncio.run(_flushes_due(services, tenant.tenant_id))
+    while not due and time.monotonic() < deadline:
+        time.sleep(0.1)
+        due = asyncio.run(_flushes_due(services, tenant.tenant_id))
+    assert due == [("agent:main:main", 0)]
+
+    events = asyncio.run(_compaction_events(services, tenant.tenant_id))
+    assert len(events) == 1
+    assert events[0].session_key == "agent:main:main"
+    assert events[0].threshold_tokens == THRESHOLD_TOKENS
+    assert events[0].estimated_tokens >= THRESHOLD_TOKENS
