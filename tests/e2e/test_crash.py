@@ -17,8 +17,15 @@ BATCH = 10
 
 def _ingest(tenant: Tenant, accepted: list[int], failures: list[str]) -> None:
     for start in range(0, TOTAL, BATCH):
-        batch = [{"text": f"crash test message {i} token cx{i:04d}q", "message_id": f"crash-{i}",
-                  "channel": "telegram", "peer_id": "9"} for i in range(start, start + BATCH)]
+        batch = [
+            {
+                "text": f"crash test message {i} token cx{i:04d}q",
+                "message_id": f"crash-{i}",
+                "channel": "telegram",
+                "peer_id": "9",
+            }
+            for i in range(start, start + BATCH)
+        ]
         response = tenant.ingest.post("/v1/messages/batch", json={"messages": batch})
         if response.status_code != 202:
             failures.append(response.text)
@@ -30,10 +37,12 @@ async def _counts(stack: LocalStack, tenant_id: str) -> tuple[int, int, int]:
     conn = await asyncpg.connect(stack.postgres_url("postgres"))
     try:
         entries = await conn.fetchval(
-            "SELECT count(*) FROM session.entries WHERE tenant_id = $1 AND kind = 'message'", tenant_id)
+            "SELECT count(*) FROM session.entries WHERE tenant_id = $1 AND kind = 'message'", tenant_id
+        )
         indexed = await conn.fetchval("SELECT count(*) FROM indexer.messages WHERE tenant_id = $1", tenant_id)
         distinct = await conn.fetchval(
-            "SELECT count(DISTINCT external_id) FROM session.entries WHERE tenant_id = $1", tenant_id)
+            "SELECT count(DISTINCT external_id) FROM session.entries WHERE tenant_id = $1", tenant_id
+        )
         return int(entries), int(indexed), int(distinct)
     finally:
         await conn.close()

@@ -9,6 +9,10 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 # Tenant and agent ids become NATS subject tokens, so they must never contain dots, wildcards or spaces.
 TOKEN_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 Token = Annotated[str, Field(pattern=TOKEN_PATTERN)]
+# Tenant and event ids are UUIDs: the database keys them as uuid, so anything else is refused at decode
+# time rather than failing every transaction until it is dead-lettered.
+UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+Uuid = Annotated[str, Field(pattern=UUID_PATTERN)]
 
 
 def _aware(value: datetime) -> datetime:
@@ -34,8 +38,8 @@ class Envelope(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    event_id: str = Field(default_factory=new_event_id)
-    tenant_id: Token
+    event_id: Uuid = Field(default_factory=new_event_id)
+    tenant_id: Uuid
     agent_id: Token = "main"
     occurred_at: AwareDatetime = Field(default_factory=utc_now)
     recorded_at: AwareDatetime = Field(default_factory=utc_now)

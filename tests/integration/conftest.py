@@ -1,0 +1,69 @@
+"""Connections to the embedded stack for integration tests: the service role's pool, a superuser
+connection for setup and checks, and a NATS client per test; plus a bounded poll."""
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
+
+import asyncpg
+import pytest
+from nats.aio.client import Client
+from pydantic import SecretStr
+
+from cairn.local import LocalStack
+from cairn.platform.nats import connect
+from cairn.platform.postgres import create_pool
+from cairn.platform.settings import PostgresSettings
+
+T = TypeVar("T")
+
+
+@pytest.fixture(scope="session")
+async def app_pool(stack: LocalStack) -> AsyncIterator["asyncpg.Pool[asyncpg.Record]"]:
+    """A pool connected as `cairn_app`, the role every service uses (row-level security applies)."""
+    pool = await create_pool(PostgresSettings(url=SecretStr(stack.postgres_url()), pool_min=1, pool_max=4))
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
+@pytest.fixture
+async def admin(stack: LocalStack) -> AsyncIterator["asyncpg.Connection[asyncpg.Record]"]:
+    """A superuser connection, for setup and for looking past row-level security in assertions."""
+    conn = await asyncpg.connect(stack.postgres_url("postgres"))
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+async def nats_client(stack: LocalStack) -> AsyncIterator[Client]:
+    """One NATS connection per test, so pull subscriptions left by a cancelled projection go with it."""
+    nc = await connect(stack.nats_url, "cairn-integration-test")
+    try:
+        yield nc
+    finally:
+        await nc.close()
+
+
+async def eventually(check: Callable[[], Awaitable[T]], within: float = 15.0, interval: float = 0.05) -> T:
+    """Poll `check` until it returns something truthy; bounded, and the last result is returned either way."""
+    deadline = time.monotonic() + within
+    while True:
+        result = await check()
+        if result or time.monotonic() > deadline:
+            return result
+        await asyncio.sleep(interval)
+
+
+async def holds_for(check: Callable[[], Awaitable[bool]], seconds: float, interval: float = 0.1) -> bool:
+    """Whether `check` stays true, polled for `seconds`: for proving that something does not happen."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not await check():
+            return False
+        await asyncio.sleep(interval)
+    return await check()

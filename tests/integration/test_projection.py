@@ -1,0 +1,271 @@
+"""The exactly-once projection against real JetStream and Postgres: a redelivered event is applied
+once, its outbox is re-published with the same event id, failing and undecodable messages end up in
+the dead-letter stream with the reason. Each test has its own consumer and tenant; the handler only
+touches its own tenant, since a new durable consumer replays whatever earlier tests left in the stream."""
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, TypeAlias
+
+import asyncpg
+import nats.js.errors
+import pytest
+from nats.aio.client import Client
+from nats.js import JetStreamContext
+from nats.js.api import RawStreamMsg
+
+from cairn.events import (
+    DEAD_LETTER_STREAM,
+    INDEX_STREAM,
+    RECALL_STREAM,
+    Event,
+    IndexAdvanced,
+    RecallPerformed,
+    dead_letter_subject,
+    encode_event,
+    subject_for,
+)
+from cairn.local import LocalStack
+from cairn.platform.consumer import Delivery, Handler, Projection
+from cairn.platform.postgres import tenant_transaction
+from cairn.platform.publisher import EventPublisher
+from cairn.platform.settings import NatsSettings
+from tests.integration.conftest import eventually, holds_for
+
+pytestmark = pytest.mark.integration
+
+Pool: TypeAlias = "asyncpg.Pool[asyncpg.Record]"
+FAST = NatsSettings(max_deliver=2, ack_wait_s=1, fetch_batch=16)
+PATIENT = NatsSettings(max_deliver=5, ack_wait_s=1, fetch_batch=16)
+
+
+@pytest.fixture(scope="module")
+async def table(stack: LocalStack) -> AsyncIterator[str]:
+    """A table of the test's own, in a fresh schema, under row-level security like the migrations'.
+
+    No unique key on purpose: a second application of an event would show as a second row.
+    """
+    schema = f"projection_test_{uuid.uuid4().hex[:8]}"
+    conn = await asyncpg.connect(stack.postgres_url("postgres"))
+    try:
+        await conn.execute(
+            f"""
+            CREATE SCHEMA {schema};
+            CREATE TABLE {schema}.applied (tenant_id uuid NOT NULL, event_id uuid NOT NULL, stream_seq bigint NOT NULL);
+            ALTER TABLE {schema}.applied ENABLE ROW LEVEL SECURITY;
+            ALTER TABLE {schema}.applied FORCE ROW LEVEL SECURITY;
+            CREATE POLICY tenant_isolation ON {schema}.applied
+                USING (tenant_id = cairn.current_tenant()) WITH CHECK (tenant_id = cairn.current_tenant());
+            GRANT USAGE ON SCHEMA {schema} TO cairn_app;
+            GRANT SELECT, INSERT ON {schema}.applied TO cairn_app;
+            """
+        )
+        yield f"{schema}.applied"
+    finally:
+        await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        await conn.close()
+
+
+class Recorder:
+    """A handler for one tenant's `RecallPerformed`: inserts a row, and optionally emits or fails."""
+
+    def __init__(self, table: str, tenant: str, emit: bool = False, fail: bool = False) -> None:
+        self.table, self.tenant, self.emit, self.fail = table, tenant, emit, fail
+        self.deliveries: list[Delivery] = []
+
+    async def __call__(self, conn: Any, event: RecallPerformed, delivery: Delivery) -> Sequence[Event]:
+        if event.tenant_id != self.tenant:
+            return []  # an earlier test's event, replayed by this new consumer
+        self.deliveries.append(delivery)
+        await conn.execute(
+            f"INSERT INTO {self.table} (tenant_id, event_id, stream_seq) VALUES ($1, $2, $3)",
+            uuid.UUID(event.tenant_id),
+            uuid.UUID(event.event_id),
+            delivery.stream_seq,
+        )
+        if self.fail:
+            raise RuntimeError(f"recorder refuses {event.event_id}")
+        if not self.emit:
+            return []
+        return [IndexAdvanced(tenant_id=event.tenant_id, causation_id=event.event_id, ingest_seq=delivery.stream_seq)]
+
+
+class RecordingPublisher(EventPublisher):
+    """Remembers every non-empty batch it is asked to publish; the first `failures` of them fail, as if
+    the process died between the commit and the publish."""
+
+    def __init__(self, js: JetStreamContext, failures: int = 0) -> None:
+        super().__init__(js)
+        self.batches: list[list[Event]] = []
+        self._failures = failures
+
+    async def publish_all(self, events: Sequence[Event]) -> None:
+        if events:
+            self.batches.append(list(events))
+            if self._failures > 0:
+                self._failures -= 1
+                raise ConnectionError("lost the connection before publishing")
+        await super().publish_all(events)
+
+
+@contextlib.asynccontextmanager
+async def running(
+    js: JetStreamContext,
+    stream: str,
+    handlers: Mapping[type, Handler],
+    pool: Pool,
+    settings: NatsSettings,
+    publisher: EventPublisher | None = None,
+) -> AsyncIterator[Projection]:
+    """A projection with a fresh durable consumer, run as a task; cancelled and its consumer deleted after."""
+    consumer = f"test-{uuid.uuid4().hex[:12]}"
+    projection = Projection(consumer, stream, handlers, pool, publisher or EventPublisher(js), settings)
+    task = asyncio.create_task(projection.run())
+    try:
+        yield projection
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        with contextlib.suppress(nats.js.errors.NotFoundError):
+            await js.delete_consumer(stream, consumer)
+
+
+async def settled(js: JetStreamContext, projection: Projection, seq: int) -> bool:
+    """Whether the consumer has acked (or terminated) everything up to stream sequence `seq`."""
+    try:
+        info = await js.consumer_info(projection.stream, projection.consumer)
+    except nats.js.errors.NotFoundError:
+        return False  # the task has not created its consumer yet
+    return info.ack_floor is not None and (info.ack_floor.stream_seq or 0) >= seq
+
+
+async def stream_messages(js: JetStreamContext, stream: str, subject: str) -> list[RawStreamMsg]:
+    """Every message stored on `subject`, in order, read without a consumer."""
+    found: list[RawStreamMsg] = []
+    seq = 1
+    while True:
+        try:
+            msg = await js.get_msg(stream, seq=seq, subject=subject, next=True)
+        except nats.js.errors.NotFoundError:
+            return found
+        found.append(msg)
+        seq = (msg.seq or seq) + 1
+
+
+async def rows(pool: Pool, table: str, tenant: str) -> list[asyncpg.Record]:
+    async with tenant_transaction(pool, tenant) as conn:
+        return list(await conn.fetch(f"SELECT event_id, stream_seq FROM {table} ORDER BY stream_seq"))
+
+
+def recall(tenant: str) -> RecallPerformed:
+    return RecallPerformed(tenant_id=tenant, session_key="agent:main:main", outcome="injected", items=2)
+
+
+async def publish_twice(publisher: EventPublisher, event: Event) -> tuple[int, int]:
+    """The same event under two message ids, so JetStream stores it twice, as after a publisher retry
+    outside the dedup window."""
+    first = await publisher.publish(event, msg_id=f"{event.event_id}:a")
+    second = await publisher.publish(event, msg_id=f"{event.event_id}:b")
+    assert not first.duplicate
+    assert not second.duplicate
+    return first.seq, second.seq
+
+
+async def test_an_event_delivered_twice_is_applied_once(nats_client: Client, app_pool: Pool, table: str) -> None:
+    js, tenant = nats_client.jetstream(), str(uuid.uuid4())
+    recorder = Recorder(table, tenant)
+    async with running(js, RECALL_STREAM, {RecallPerformed: recorder}, app_pool, FAST) as projection:
+        event = recall(tenant)
+        first, second = await publish_twice(EventPublisher(js), event)
+        assert await eventually(lambda: settled(js, projection, second))
+    assert [d.stream_seq for d in recorder.deliveries] == [first]
+    assert [(str(r["event_id"]), r["stream_seq"]) for r in await rows(app_pool, table, tenant)] == [
+        (event.event_id, first)
+    ]
+
+
+async def test_a_redelivery_re_publishes_the_outbox_and_writes_nothing_new(
+    nats_client: Client, app_pool: Pool, table: str
+) -> None:
+    js, tenant = nats_client.jetstream(), str(uuid.uuid4())
+    recorder, publisher = Recorder(table, tenant, emit=True), RecordingPublisher(js)
+    async with running(js, RECALL_STREAM, {RecallPerformed: recorder}, app_pool, FAST, publisher) as projection:
+        event = recall(tenant)
+        _, second = await publish_twice(EventPublisher(js), event)
+        assert await eventually(lambda: settled(js, projection, second))
+    assert len(recorder.deliveries) == 1
+    assert len(await rows(app_pool, table, tenant)) == 1
+    assert len(publisher.batches) == 2, "the second delivery re-publishes the stored outbox"
+    (emitted,), (republished,) = publisher.batches
+    assert republished == emitted  # the stored event itself, same event_id, not a fresh one
+    assert emitted.causation_id == event.event_id
+    stored = await stream_messages(js, INDEX_STREAM, subject_for(emitted))
+    assert [m.data for m in stored] == [encode_event(emitted)], "JetStream drops the re-publish by its msg id"
+
+
+async def test_a_crash_between_commit_and_publish_is_repaired_by_the_outbox(
+    nats_client: Client, app_pool: Pool, table: str
+) -> None:
+    js, tenant = nats_client.jetstream(), str(uuid.uuid4())
+    recorder, publisher = Recorder(table, tenant, emit=True), RecordingPublisher(js, failures=1)
+    async with running(js, RECALL_STREAM, {RecallPerformed: recorder}, app_pool, PATIENT, publisher) as projection:
+        event = recall(tenant)
+        seq = (await EventPublisher(js).publish(event)).seq
+        assert await eventually(lambda: settled(js, projection, seq))
+    assert len(recorder.deliveries) == 1, "the rows were committed by the first delivery"
+    assert len(await rows(app_pool, table, tenant)) == 1
+    assert len(publisher.batches) == 2
+    (lost,), (published,) = publisher.batches
+    assert published.event_id == lost.event_id
+    stored = await stream_messages(js, INDEX_STREAM, subject_for(published))
+    assert [m.data for m in stored] == [encode_event(published)]
+
+
+async def test_a_handler_that_keeps_failing_is_dead_lettered_after_max_deliver(
+    nats_client: Client, app_pool: Pool, table: str
+) -> None:
+    js, tenant = nats_client.jetstream(), str(uuid.uuid4())
+    recorder = Recorder(table, tenant, fail=True)
+    async with running(js, RECALL_STREAM, {RecallPerformed: recorder}, app_pool, FAST) as projection:
+        event = recall(tenant)
+        seq = (await EventPublisher(js).publish(event)).seq
+        subject = dead_letter_subject(projection.consumer)
+        letters = await eventually(lambda: stream_messages(js, DEAD_LETTER_STREAM, subject))
+        assert await eventually(lambda: settled(js, projection, seq))
+
+        async def nothing_more() -> bool:
+            return len(recorder.deliveries) == 2 and len(await stream_messages(js, DEAD_LETTER_STREAM, subject)) == 1
+
+        # Longer than ack_wait plus the retry backoff: a message still owed would have come back by now.
+        assert await holds_for(nothing_more, FAST.ack_wait_s + 1.0)
+    assert [d.num_delivered for d in recorder.deliveries] == [1, 2]
+    assert await rows(app_pool, table, tenant) == [], "every failed attempt was rolled back"
+    (letter,) = letters
+    assert letter.data == encode_event(event)
+    headers = letter.headers or {}
+    assert headers["Cairn-Error"] == f"RuntimeError: recorder refuses {event.event_id}"
+    assert headers["Cairn-Stream"] == RECALL_STREAM
+    assert headers["Cairn-Stream-Seq"] == str(seq)
+    assert headers["Cairn-Subject"] == subject_for(event)
+    assert headers["Cairn-Deliveries"] == "2"
+
+
+async def test_undecodable_bytes_are_dead_lettered_at_once(nats_client: Client, app_pool: Pool) -> None:
+    js, tenant = nats_client.jetstream(), str(uuid.uuid4())
+    garbage = b"\xff not an event " + tenant.encode()
+    subject = f"cairn.{tenant}.main.index.advanced"
+    async with running(js, INDEX_STREAM, {}, app_pool, FAST) as projection:
+        ack = await js.publish(subject, garbage, stream=INDEX_STREAM)
+        dead = dead_letter_subject(projection.consumer)
+        letters = await eventually(lambda: stream_messages(js, DEAD_LETTER_STREAM, dead))
+        assert await eventually(lambda: settled(js, projection, ack.seq))
+    mine = [m for m in letters if m.data == garbage]
+    assert len(mine) == 1
+    headers = mine[0].headers or {}
+    assert headers["Cairn-Error"].startswith("undecodable event:")
+    assert headers["Cairn-Deliveries"] == "1", "not retried: no attempt could ever decode it"
+    assert headers["Cairn-Stream-Seq"] == str(ack.seq)
+    assert headers["Cairn-Subject"] == subject

@@ -1,0 +1,178 @@
+"""Tenant isolation in the database: row-level security as seen by the service role `cairn_app`, the
+role's lack of any way around it, idempotent migrations, and the one cross-tenant door (API keys)."""
+
+import asyncio
+import uuid
+from typing import TypeAlias
+
+import asyncpg
+import pytest
+
+from cairn.ingest.domain import new_api_key
+from cairn.local import LocalStack
+from cairn.platform.auth import ApiKeys, hash_key
+from cairn.platform.migrations import apply_migrations
+from cairn.platform.postgres import tenant_transaction
+
+pytestmark = pytest.mark.integration
+
+Pool: TypeAlias = "asyncpg.Pool[asyncpg.Record]"
+Admin: TypeAlias = "asyncpg.Connection[asyncpg.Record]"
+
+INSERT_SESSION = """
+INSERT INTO session.sessions (tenant_id, agent_id, session_key, session_id, chat_type, channel)
+VALUES ($1, 'main', $2, $3, 'direct', 'telegram')
+"""
+SESSION_KEYS = "SELECT session_key FROM session.sessions ORDER BY session_key"
+TENANT_TABLES = """
+SELECT n.nspname || '.' || c.relname AS name, c.relrowsecurity, c.relforcerowsecurity,
+       pg_get_userbyid(c.relowner) AS owner
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'p') AND n.nspname IN ('cairn', 'ingest', 'session', 'indexer', 'consolidation')
+  AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'tenant_id' AND NOT a.attisdropped)
+ORDER BY name
+"""
+LEDGER = "SELECT version, name, applied_at FROM cairn.schema_migrations ORDER BY version"
+
+
+async def add_session(pool: Pool, tenant: str, key: str) -> None:
+    async with tenant_transaction(pool, tenant) as conn:
+        await conn.execute(INSERT_SESSION, uuid.UUID(tenant), key, uuid.uuid4())
+
+
+async def visible_keys(pool: Pool, tenant: str) -> list[str]:
+    async with tenant_transaction(pool, tenant) as conn:
+        return [r["session_key"] for r in await conn.fetch(SESSION_KEYS)]
+
+
+async def test_a_tenant_sees_only_its_own_rows(app_pool: Pool, admin: Admin) -> None:
+    tenant_a, tenant_b = str(uuid.uuid4()), str(uuid.uuid4())
+    await add_session(app_pool, tenant_a, "agent:main:main")
+    await add_session(app_pool, tenant_a, "agent:main:telegram:direct:123")
+    await add_session(app_pool, tenant_b, "agent:main:discord:direct:987")
+
+    assert await visible_keys(app_pool, tenant_a) == ["agent:main:main", "agent:main:telegram:direct:123"]
+    assert await visible_keys(app_pool, tenant_b) == ["agent:main:discord:direct:987"]
+    async with tenant_transaction(app_pool, tenant_b) as conn:
+        # Even asking for A's rows by id finds nothing, and changing them touches nothing.
+        assert (
+            await conn.fetchval("SELECT count(*) FROM session.sessions WHERE tenant_id = $1", uuid.UUID(tenant_a)) == 0
+        )
+        updated = await conn.execute(
+            "UPDATE session.sessions SET status = 'x' WHERE tenant_id = $1", uuid.UUID(tenant_a)
+        )
+        assert updated == "UPDATE 0"
+    # Not vacuous: the rows are there for someone who bypasses RLS.
+    count = await admin.fetchval("SELECT count(*) FROM session.sessions WHERE tenant_id = $1", uuid.UUID(tenant_a))
+    assert count == 2
+
+
+async def test_writing_a_row_for_another_tenant_is_refused(app_pool: Pool, admin: Admin) -> None:
+    tenant_a, tenant_b = str(uuid.uuid4()), str(uuid.uuid4())
+    with pytest.raises(asyncpg.InsufficientPrivilegeError, match="row-level security"):
+        async with tenant_transaction(app_pool, tenant_b) as conn:
+            await conn.execute(INSERT_SESSION, uuid.UUID(tenant_a), "agent:main:main", uuid.uuid4())
+    assert await admin.fetchval("SELECT count(*) FROM session.sessions WHERE tenant_id = $1", uuid.UUID(tenant_a)) == 0
+
+
+async def test_moving_a_row_to_another_tenant_is_refused(app_pool: Pool) -> None:
+    tenant_a, tenant_b = str(uuid.uuid4()), str(uuid.uuid4())
+    await add_session(app_pool, tenant_a, "agent:main:main")
+    with pytest.raises(asyncpg.InsufficientPrivilegeError, match="row-level security"):
+        async with tenant_transaction(app_pool, tenant_a) as conn:
+            await conn.execute("UPDATE session.sessions SET tenant_id = $1", uuid.UUID(tenant_b))
+    assert await visible_keys(app_pool, tenant_a) == ["agent:main:main"]
+
+
+async def test_without_a_tenant_nothing_is_visible(app_pool: Pool, stack: LocalStack) -> None:
+    tenant = str(uuid.uuid4())
+    await add_session(app_pool, tenant, "agent:main:main")
+    # A pooled connection after a tenant transaction: the setting was transaction-local.
+    async with app_pool.acquire() as conn:
+        assert await conn.fetchval("SELECT cairn.current_tenant()") is None
+        assert await conn.fetch(SESSION_KEYS) == []
+    # A fresh connection that never set a tenant.
+    fresh = await asyncpg.connect(stack.postgres_url())
+    try:
+        assert await fresh.fetch(SESSION_KEYS) == []
+        assert await fresh.fetchval("SELECT count(*) FROM cairn.processed_events") == 0
+        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="row-level security"):
+            await fresh.execute(INSERT_SESSION, uuid.UUID(tenant), "agent:main:other", uuid.uuid4())
+    finally:
+        await fresh.close()
+
+
+async def test_the_service_role_cannot_switch_row_security_off(stack: LocalStack) -> None:
+    conn = await asyncpg.connect(stack.postgres_url())
+    try:
+        await conn.execute("SET row_security = off")
+        # With row_security off, a query that RLS would filter is an error rather than unfiltered.
+        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="row-level security"):
+            await conn.fetch(SESSION_KEYS)
+    finally:
+        await conn.close()
+
+
+async def test_the_service_role_is_not_superuser_does_not_bypass_rls_and_owns_nothing(admin: Admin) -> None:
+    role = await admin.fetchrow(
+        "SELECT rolsuper, rolbypassrls, rolcreaterole, rolcreatedb FROM pg_roles WHERE rolname = 'cairn_app'"
+    )
+    assert role is not None
+    assert dict(role) == {"rolsuper": False, "rolbypassrls": False, "rolcreaterole": False, "rolcreatedb": False}
+    tables = await admin.fetch(TENANT_TABLES)
+    assert len(tables) >= 10
+    unprotected = [t["name"] for t in tables if not (t["relrowsecurity"] and t["relforcerowsecurity"])]
+    assert unprotected == [], "every table with a tenant_id must enable and force row-level security"
+    assert [t["name"] for t in tables if t["owner"] == "cairn_app"] == []
+
+
+async def test_migrate_is_idempotent(stack: LocalStack, admin: Admin) -> None:
+    """Runs the real `cairn migrate` command again: nothing is applied twice, the ledger is unchanged."""
+    before = [dict(r) for r in await admin.fetch(LEDGER)]
+    await asyncio.to_thread(stack.migrate)
+    after = [dict(r) for r in await admin.fetch(LEDGER)]
+    assert after == before
+    assert [r["version"] for r in before] == [1, 2, 3, 4, 5]
+
+
+async def test_applying_migrations_again_applies_none(stack: LocalStack) -> None:
+    assert await apply_migrations(stack.postgres_url("postgres")) == []
+
+
+async def test_authenticate_finds_a_key_created_with_its_tenant(app_pool: Pool) -> None:
+    tenant, key = uuid.uuid4(), new_api_key()
+    async with app_pool.acquire() as conn:
+        created = await conn.fetchval(
+            "SELECT ingest.create_tenant($1, $2, $3, $4)", tenant, "acme", key.digest, key.prefix
+        )
+        assert created == tenant
+        assert await conn.fetchval("SELECT ingest.authenticate($1)", hash_key(key.secret)) == tenant
+        assert await conn.fetchval("SELECT ingest.authenticate($1)", hash_key("ck_not-a-key")) is None
+        # Outside the SECURITY DEFINER functions the key table is as closed as any other.
+        assert await conn.fetchval("SELECT count(*) FROM ingest.api_keys") == 0
+    assert await ApiKeys(app_pool).tenant_for(key.secret) == str(tenant)
+    assert await ApiKeys(app_pool).tenant_for("ck_not-a-key") is None
+    async with tenant_transaction(app_pool, str(tenant)) as conn:
+        assert await conn.fetchval("SELECT key_prefix FROM ingest.api_keys") == key.prefix
+    async with tenant_transaction(app_pool, str(uuid.uuid4())) as conn:
+        assert await conn.fetchval("SELECT count(*) FROM ingest.api_keys WHERE key_hash = $1", key.digest) == 0
+
+
+async def test_a_revoked_key_no_longer_authenticates(app_pool: Pool, admin: Admin) -> None:
+    tenant, key = uuid.uuid4(), new_api_key()
+    async with app_pool.acquire() as conn:
+        await conn.fetchval("SELECT ingest.create_tenant($1, $2, $3, $4)", tenant, "acme", key.digest, key.prefix)
+    await admin.execute("UPDATE ingest.api_keys SET revoked_at = now() WHERE key_hash = $1", key.digest)
+    async with app_pool.acquire() as conn:
+        assert await conn.fetchval("SELECT ingest.authenticate($1)", key.digest) is None
+
+
+async def test_the_service_role_cannot_write_keys_directly(app_pool: Pool) -> None:
+    tenant = str(uuid.uuid4())
+    with pytest.raises(asyncpg.InsufficientPrivilegeError, match="permission denied"):
+        async with tenant_transaction(app_pool, tenant) as conn:
+            await conn.execute(
+                "INSERT INTO ingest.api_keys (key_hash, tenant_id, key_prefix) VALUES ($1, $2, 'ck_x')",
+                hash_key("ck_x"),
+                uuid.UUID(tenant),
+            )
