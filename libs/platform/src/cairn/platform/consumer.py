@@ -1,16 +1,21 @@
 """Exactly-once projections over at-least-once delivery.
 
-A projection applies the events of one stream to its service's tables. For each message it records
+A projection applies the events of one stream to its service's tables. For each event it records
 `(consumer, event_id)` and the events the handler emits (the outbox) in the same transaction as the
-rows, publishes the emitted events, and acks only then. A redelivered event finds its record and only
-re-publishes its outbox (JetStream drops the duplicates by message id). Undecodable messages, and
-messages that keep failing, go to the dead-letter stream with the error.
+rows, publishes the emitted events after commit, and acks only then. A redelivered event finds its
+record and only re-publishes its outbox (JetStream drops the duplicates by message id). Undecodable
+messages, and messages that keep failing, go to the dead-letter stream with the error.
+
+A fetched batch is applied in stream order, consecutive events of one tenant in one transaction (one
+commit and one publish round instead of one per event); when such a group fails, its events are
+retried one by one so that only the failing event is retried and, in the end, dead-lettered.
 """
 
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Any
 
 import asyncpg
@@ -23,7 +28,7 @@ from pydantic import ValidationError
 
 from cairn.events import DEAD_LETTER_STREAM, Event, dead_letter_subject, decode_event, event_adapter
 from cairn.platform.postgres import tenant_transaction
-from cairn.platform.publisher import EventPublisher
+from cairn.platform.publisher import EventPublisher, Outgoing
 from cairn.platform.settings import NatsSettings
 
 log = logging.getLogger(__name__)
@@ -49,6 +54,14 @@ class Delivery:
     subject: str
 
 
+@dataclass(frozen=True)
+class _Work:
+    raw: Msg
+    delivery: Delivery
+    event: Event
+    handler: Handler
+
+
 class Projection:
     def __init__(
         self,
@@ -64,50 +77,69 @@ class Projection:
         self._settings = settings
 
     async def process_batch(self, messages: Sequence[Msg]) -> None:
-        """In stream order, one at a time: events of one session must be applied in order."""
-        for raw in messages:
-            with _tracer.start_as_current_span(
-                f"{self.consumer} process",
-                context=propagate.extract(raw.headers or {}),
-                kind=SpanKind.CONSUMER,
-            ):
-                await self.process(raw)
+        """In stream order: events of one session must be applied in order."""
+        work = [item for raw in messages if (item := await self._decode(raw)) is not None]
+        for _, group in groupby(work, key=lambda w: w.event.tenant_id):
+            await self._apply_group(list(group))
 
-    async def process(self, raw: Msg) -> None:
+    async def _decode(self, raw: Msg) -> _Work | None:
         meta = raw.metadata
         delivery = Delivery(meta.sequence.stream, meta.num_delivered, raw.subject)
         try:
             event = decode_event(raw.data)
         except ValidationError as error:
             await self._dead_letter(raw, delivery, f"undecodable event: {error}")
-            return
+            return None
         handler = self._handlers.get(type(event))
         if handler is None:
             await raw.ack()
+            return None
+        return _Work(raw, delivery, event, handler)
+
+    async def _apply_group(self, group: list[_Work]) -> None:
+        if len(group) == 1:
+            await self._apply_one(group[0])
             return
         try:
-            emitted = await self._apply(event, handler, delivery)
-            await self._publisher.publish_all(emitted)
-        except Exception as error:  # any failure: retry with backoff, then dead-letter with the reason
-            if delivery.num_delivered >= self._settings.max_deliver:
-                await self._dead_letter(raw, delivery, f"{type(error).__name__}: {error}")
-                return
-            log.warning("retrying %s in %s: %s", event.event_id, self.consumer, error)
-            await raw.nak(delay=min(0.2 * 2**delivery.num_delivered, 10.0))
+            async with tenant_transaction(self._pool, group[0].event.tenant_id) as conn:
+                outgoing = [out for item in group for out in await self._apply(conn, item)]
+            await self._publisher.publish_outgoing(outgoing)
+        except Exception:  # isolate the failing event: the group rolled back, apply it one event at a time
+            for item in group:
+                await self._apply_one(item)
             return
-        await raw.ack()
+        for item in group:
+            await item.raw.ack()
 
-    async def _apply(self, event: Event, handler: Handler, delivery: Delivery) -> Sequence[Event]:
-        async with tenant_transaction(self._pool, event.tenant_id) as conn:
+    async def _apply(self, conn: Connection, item: _Work) -> list[Outgoing]:
+        """Apply one event; the emitted events carry the trace context of the event that caused them."""
+        event = item.event
+        context = propagate.extract(item.raw.headers or {})
+        with _tracer.start_as_current_span(f"{self.consumer} {event.type}", context=context, kind=SpanKind.CONSUMER):
             inserted = await conn.execute(MARK_PROCESSED, self.consumer, event.event_id, event.tenant_id)
-            if inserted == "INSERT 0 0":
+            if inserted == "INSERT 0 0":  # a redelivery: only re-publish what it emitted the first time
                 rows = await conn.fetch(LOAD_OUTBOX, self.consumer, event.event_id)
-                return [event_adapter.validate_json(row["event"]) for row in rows]
-            emitted = await handler(conn, event, delivery)
-            for seq, out in enumerate(emitted):
-                payload = event_adapter.dump_json(out).decode()
-                await conn.execute(SAVE_OUTBOX, self.consumer, event.event_id, seq, event.tenant_id, payload)
-            return emitted
+                emitted: Sequence[Event] = [event_adapter.validate_json(row["event"]) for row in rows]
+            else:
+                emitted = await item.handler(conn, event, item.delivery)
+                for seq, out in enumerate(emitted):
+                    payload = event_adapter.dump_json(out).decode()
+                    await conn.execute(SAVE_OUTBOX, self.consumer, event.event_id, seq, event.tenant_id, payload)
+            return [Outgoing(out, self._publisher.trace_headers()) for out in emitted]
+
+    async def _apply_one(self, item: _Work) -> None:
+        try:
+            async with tenant_transaction(self._pool, item.event.tenant_id) as conn:
+                outgoing = await self._apply(conn, item)
+            await self._publisher.publish_outgoing(outgoing)
+        except Exception as error:  # any failure: retry with backoff, then dead-letter with the reason
+            if item.delivery.num_delivered >= self._settings.max_deliver:
+                await self._dead_letter(item.raw, item.delivery, f"{type(error).__name__}: {error}")
+                return
+            log.warning("retrying %s in %s: %s", item.event.event_id, self.consumer, error)
+            await item.raw.nak(delay=min(0.2 * 2**item.delivery.num_delivered, 10.0))
+            return
+        await item.raw.ack()
 
     async def _dead_letter(self, raw: Msg, delivery: Delivery, reason: str) -> None:
         log.error("dead-lettering %s seq %d in %s: %s", delivery.subject, delivery.stream_seq, self.consumer, reason)
@@ -141,7 +173,7 @@ class Projection:
         while True:
             try:
                 messages = await subscription.fetch(self._settings.fetch_batch, timeout=2.0)
-            except nats.errors.TimeoutError:
+            except TimeoutError:  # nats-py raises its own subclass or asyncio's, both builtins here
                 continue
             try:
                 await self.process_batch(messages)

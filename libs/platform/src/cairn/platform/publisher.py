@@ -12,6 +12,14 @@ from cairn.events import Event, encode_event, stream_for, subject_for
 
 
 @dataclass(frozen=True)
+class Outgoing:
+    """An event to publish with the trace headers of the work that produced it."""
+
+    event: Event
+    headers: dict[str, str]
+
+
+@dataclass(frozen=True)
 class Published:
     seq: int
     duplicate: bool
@@ -21,10 +29,14 @@ class EventPublisher:
     def __init__(self, js: JetStreamContext) -> None:
         self.js = js
 
-    def _headers(self, event: Event, msg_id: str | None) -> dict[str, str]:
-        headers: dict[str, str] = {"Nats-Msg-Id": msg_id or event.event_id}
+    @staticmethod
+    def trace_headers() -> dict[str, str]:
+        headers: dict[str, str] = {}
         propagate.inject(headers)
         return headers
+
+    def _headers(self, event: Event, msg_id: str | None) -> dict[str, str]:
+        return {**self.trace_headers(), "Nats-Msg-Id": msg_id or event.event_id}
 
     async def publish(self, event: Event, msg_id: str | None = None) -> Published:
         """Publish and wait for JetStream's ack; the sequence is the write's `position`."""
@@ -50,6 +62,13 @@ class EventPublisher:
         acks = await asyncio.gather(*futures)
         return [Published(int(a.seq), bool(a.duplicate)) for a in acks]
 
-    async def publish_all(self, events: Sequence[Event]) -> None:
-        if events:
-            await self.publish_many(events)
+    async def publish_outgoing(self, outgoing: Sequence[Outgoing]) -> None:
+        """Publish in order, each event with its own trace context, then wait for every ack."""
+        futures = [
+            await self.js.publish_async(
+                subject_for(o.event), encode_event(o.event), stream=stream_for(o.event),
+                headers={**o.headers, "Nats-Msg-Id": o.event.event_id},
+            )
+            for o in outgoing
+        ]  # fmt: skip
+        await asyncio.gather(*futures)

@@ -68,6 +68,12 @@ async def _readiness(runtime: Runtime) -> dict[str, str]:
     return checks
 
 
+def _report_stopped(task: "asyncio.Task[None]") -> None:
+    """A consumer loop only ends by cancellation; anything else is logged (and /readyz turns 503)."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("consumer %s stopped", task.get_name(), exc_info=task.exception())
+
+
 def health_router() -> APIRouter:
     router = APIRouter(tags=["health"])
 
@@ -113,7 +119,11 @@ def create_service_app(
         runtime = Runtime(name, settings, pool, broker, EventPublisher(broker.connection.jetstream()), redis, {})
         runtime.extras["api_keys"] = ApiKeys(pool)
         await broker.start()
-        consumers = [asyncio.create_task(p.run(), name=p.consumer) for p in (wire(runtime) if wire else ())]
+        consumers = [
+            asyncio.create_task(p.run(), name=f"{p.consumer}@{p.stream}") for p in (wire(runtime) if wire else ())
+        ]
+        for task in consumers:
+            task.add_done_callback(_report_stopped)
         runtime.extras["consumers"] = consumers
         app.state.runtime = runtime
         log.info("cairn-%s ready on %s:%d", name, settings.http.host, settings.http.port)
