@@ -27,8 +27,8 @@ def _run_foreground(stack: LocalStack) -> int:
         nonlocal stopping
         stopping = True
 
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, stop)
     try:
         stack.up()
         _print_endpoints(stack)
@@ -41,8 +41,12 @@ def _run_foreground(stack: LocalStack) -> int:
             time.sleep(0.5)
         return 0
     finally:
-        print("stopping…")
+        # A second Ctrl-C (or the terminal closing) must not cut the shutdown short and strand servers.
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, signal.SIG_IGN)
+        print("stopping…", flush=True)
         stack.down()
+        print("stopped", flush=True)
 
 
 def main() -> None:

@@ -19,6 +19,8 @@ def free_port() -> int:
 
 def port_is_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # as the servers do: a port just released by our own last run (TIME_WAIT) counts as free
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind(("127.0.0.1", port))
         except OSError:
@@ -84,6 +86,18 @@ def stop_pid(pid: int | None, timeout: float = 10.0) -> None:
             return
         time.sleep(0.05)
     os.kill(pid, signal.SIGKILL)
+
+
+def stop_all(pids: list[int | None], timeout: float = 15.0) -> None:
+    """SIGTERM all at once (they shut down in parallel), then SIGKILL whatever is left."""
+    running = [pid for pid in pids if pid is not None and is_running(pid)]
+    for pid in running:
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(is_running(pid) for pid in running):
+        time.sleep(0.05)
+    for pid in running:
+        stop_pid(pid, timeout=0)
 
 
 def wait_for_port(port: int, timeout: float, pid: int | None = None) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 
 from cairn.local.infra import Postgres, start_nats, start_redis
-from cairn.local.processes import free_port, is_running, port_is_free, spawn, stop_pid, wait_for_ready
+from cairn.local.processes import free_port, is_running, port_is_free, spawn, stop_all, stop_pid, wait_for_ready
 
 SERVICES = ("ingest", "session", "indexer", "recall", "consolidation")
 DATABASE = "cairn"
@@ -133,8 +133,7 @@ class LocalStack:
             stop_pid(pid, timeout=5)
 
     def down(self) -> None:
-        for service in SERVICES:
-            stop_pid(self.state.pids.pop(service, None))
+        stop_all([self.state.pids.pop(service, None) for service in SERVICES])
         self.postgres.stop()
         self.state.pids.pop("postgres", None)
         for server in ("redis", "nats"):

@@ -21,6 +21,7 @@ from typing import Any
 import asyncpg
 import nats.errors
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind
@@ -170,14 +171,20 @@ class Projection:
             stream=self.stream,
             config=ConsumerConfig(ack_wait=self._settings.ack_wait_s, max_deliver=-1),
         )
-        while True:
-            try:
-                messages = await subscription.fetch(self._settings.fetch_batch, timeout=2.0)
-            except TimeoutError:  # nats-py raises its own subclass or asyncio's, both builtins here
-                continue
-            try:
-                await self.process_batch(messages)
-            except (OSError, asyncpg.PostgresError, nats.errors.Error) as error:
-                # Unacked messages come back after ack_wait; pause so an outage is not a busy loop.
-                log.error("%s could not process a batch, will retry: %s", self.consumer, error)
-                await asyncio.sleep(1.0)
+        try:
+            while True:
+                await self._fetch_and_apply(subscription)
+        finally:  # an open pull request would hold the connection's drain for its whole timeout
+            await subscription.unsubscribe()
+
+    async def _fetch_and_apply(self, subscription: "JetStreamContext.PullSubscription") -> None:
+        try:
+            messages = await subscription.fetch(self._settings.fetch_batch, timeout=2.0)
+        except TimeoutError:  # nats-py raises its own subclass or asyncio's, both builtins here
+            return
+        try:
+            await self.process_batch(messages)
+        except (OSError, asyncpg.PostgresError, nats.errors.Error) as error:
+            # Unacked messages come back after ack_wait; pause so an outage is not a busy loop.
+            log.error("%s could not process a batch, will retry: %s", self.consumer, error)
+            await asyncio.sleep(1.0)

@@ -1,0 +1,38 @@
+"""The HTTP contract: each service's /openapi.json describes the API.md paths it serves, and health
+endpoints answer."""
+
+import httpx
+import pytest
+
+from cairn.local import LocalStack
+
+INGEST_PATHS = {
+    ("post", "/v1/messages"),
+    ("post", "/v1/messages/batch"),
+    ("post", "/v1/sessions/{session_key}/reset"),
+    ("post", "/v1/admin/tenants"),
+}
+RECALL_PATHS = {
+    ("post", "/v1/sessions/search"),
+    ("get", "/v1/memory/files/{path}"),
+    ("get", "/v1/memory/files"),
+}
+
+
+def _operations(stack: LocalStack, service: str) -> set[tuple[str, str]]:
+    spec = httpx.get(f"{stack.url(service)}/openapi.json", timeout=10).json()
+    return {(method, path) for path, item in spec["paths"].items() for method in item}
+
+
+@pytest.mark.e2e
+def test_openapi_documents_the_contract(services: LocalStack) -> None:
+    assert INGEST_PATHS <= _operations(services, "ingest")
+    assert RECALL_PATHS <= _operations(services, "recall")
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("service", ["ingest", "session", "indexer", "recall", "consolidation"])
+def test_every_service_is_live_and_ready(services: LocalStack, service: str) -> None:
+    assert httpx.get(f"{services.url(service)}/healthz", timeout=10).json() == {"status": "ok"}
+    ready = httpx.get(f"{services.url(service)}/readyz", timeout=10).json()
+    assert ready == {"status": "ready", "postgres": "ok", "nats": "ok", "consumers": "ok", "redis": "ok"}
