@@ -26,8 +26,8 @@ def _operations(stack: LocalStack, service: str) -> set[tuple[str, str]]:
 
 @pytest.mark.e2e
 def test_openapi_documents_the_contract(services: LocalStack) -> None:
-    assert INGEST_PATHS <= _operations(services, "ingest")
-    assert RECALL_PATHS <= _operations(services, "recall")
+    assert _operations(services, "ingest") >= INGEST_PATHS
+    assert _operations(services, "recall") >= RECALL_PATHS
 
 
 @pytest.mark.e2e
