@@ -14,8 +14,10 @@ help: ## list the verbs
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
 .cairn/tools/bin/uv:
-	python3 -m venv .cairn/tools
-	.cairn/tools/bin/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	@# a private venv; where venv/ensurepip is unavailable, pip installs uv into a plain folder instead
+	python3 -m venv .cairn/tools && .cairn/tools/bin/python -m pip install --quiet uv==$(UV_VERSION) \
+	  || { python3 -m pip install --quiet --target .cairn/tools/pkgs uv==$(UV_VERSION) \
+	       && mkdir -p .cairn/tools/bin && ln -sf ../pkgs/bin/uv .cairn/tools/bin/uv; }
 
 .venv/.synced: pyproject.toml uv.lock $(wildcard libs/*/pyproject.toml services/*/pyproject.toml deploy/local/pyproject.toml) | $(UV)
 	$(UV) sync --frozen --all-packages

@@ -11,7 +11,6 @@ commit and one publish round instead of one per event); when such a group fails,
 retried one by one so that only the failing event is retried and, in the end, dead-lettered.
 """
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,24 +18,24 @@ from itertools import groupby
 from typing import Any
 
 import asyncpg
-import nats.errors
 from nats.aio.msg import Msg
-from nats.js import JetStreamContext
-from nats.js.api import ConsumerConfig
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
-from cairn.events import DEAD_LETTER_STREAM, Event, dead_letter_subject, decode_event, event_adapter
+from cairn.events import Event, decode_event, event_adapter
 from cairn.platform.postgres import tenant_transaction
 from cairn.platform.publisher import EventPublisher, Outgoing
+from cairn.platform.pull import Delivery, PullConsumer
 from cairn.platform.settings import NatsSettings
+
+__all__ = ["Delivery", "Handler", "Projection"]
 
 log = logging.getLogger(__name__)
 _tracer = trace.get_tracer("cairn.consumer")
 
 Connection = Any  # an asyncpg connection inside a tenant transaction
-Handler = Callable[[Connection, Any, "Delivery"], Awaitable[Sequence[Event]]]
+Handler = Callable[[Connection, Any, Delivery], Awaitable[Sequence[Event]]]
 
 MARK_PROCESSED = """
 INSERT INTO cairn.processed_events (consumer, event_id, tenant_id) VALUES ($1, $2, $3)
@@ -47,15 +46,6 @@ LOAD_OUTBOX = "SELECT event FROM cairn.outbox WHERE consumer = $1 AND causation_
 
 
 @dataclass(frozen=True)
-class Delivery:
-    """Where a message sits in its stream: handlers use the sequence for read-your-writes positions."""
-
-    stream_seq: int
-    num_delivered: int
-    subject: str
-
-
-@dataclass(frozen=True)
 class _Work:
     raw: Msg
     delivery: Delivery
@@ -63,7 +53,7 @@ class _Work:
     handler: Handler
 
 
-class Projection:
+class Projection(PullConsumer):
     def __init__(
         self,
         consumer: str,
@@ -73,9 +63,8 @@ class Projection:
         publisher: EventPublisher,
         settings: NatsSettings,
     ) -> None:
-        self.consumer, self.stream = consumer, stream
+        super().__init__(consumer, stream, publisher.js, settings)
         self._handlers, self._pool, self._publisher = handlers, pool, publisher
-        self._settings = settings
 
     async def process_batch(self, messages: Sequence[Msg]) -> None:
         """In stream order: events of one session must be applied in order."""
@@ -84,12 +73,11 @@ class Projection:
             await self._apply_group(list(group))
 
     async def _decode(self, raw: Msg) -> _Work | None:
-        meta = raw.metadata
-        delivery = Delivery(meta.sequence.stream, meta.num_delivered, raw.subject)
+        delivery = Delivery.of(raw)
         try:
             event = decode_event(raw.data)
         except ValidationError as error:
-            await self._dead_letter(raw, delivery, f"undecodable event: {error}")
+            await self.dead_letter(raw, f"undecodable event: {error}")
             return None
         handler = self._handlers.get(type(event))
         if handler is None:
@@ -135,56 +123,9 @@ class Projection:
             await self._publisher.publish_outgoing(outgoing)
         except Exception as error:  # any failure: retry with backoff, then dead-letter with the reason
             if item.delivery.num_delivered >= self._settings.max_deliver:
-                await self._dead_letter(item.raw, item.delivery, f"{type(error).__name__}: {error}")
+                await self.dead_letter(item.raw, f"{type(error).__name__}: {error}")
                 return
             log.warning("retrying %s in %s: %s", item.event.event_id, self.consumer, error)
             await item.raw.nak(delay=min(0.2 * 2**item.delivery.num_delivered, 10.0))
             return
         await item.raw.ack()
-
-    async def _dead_letter(self, raw: Msg, delivery: Delivery, reason: str) -> None:
-        log.error("dead-lettering %s seq %d in %s: %s", delivery.subject, delivery.stream_seq, self.consumer, reason)
-        headers = {
-            "Cairn-Error": reason[:2000],
-            "Cairn-Stream": self.stream,
-            "Cairn-Stream-Seq": str(delivery.stream_seq),
-            "Cairn-Subject": delivery.subject,
-            "Cairn-Deliveries": str(delivery.num_delivered),
-            "Nats-Msg-Id": f"{self.consumer}:{self.stream}:{delivery.stream_seq}",
-        }
-        await self._publisher.js.publish(
-            dead_letter_subject(self.consumer), raw.data, stream=DEAD_LETTER_STREAM, headers=headers
-        )
-        await raw.term()
-
-    async def run(self) -> None:
-        """Pull in batches and apply them in order, until cancelled.
-
-        Not a FastStream subscriber on purpose: its pull subscriber runs the messages of one fetch
-        concurrently (breaking per-session order), and its batch mode re-fetches with shrinking
-        timeouts, racing pull-request expiry so that messages sit unseen until `ack_wait` (seen as
-        5-second stalls). A plain loop with one long fetch at a time has neither problem.
-        """
-        subscription = await self._publisher.js.pull_subscribe(
-            "cairn.>",
-            durable=self.consumer,
-            stream=self.stream,
-            config=ConsumerConfig(ack_wait=self._settings.ack_wait_s, max_deliver=-1),
-        )
-        try:
-            while True:
-                await self._fetch_and_apply(subscription)
-        finally:  # an open pull request would hold the connection's drain for its whole timeout
-            await subscription.unsubscribe()
-
-    async def _fetch_and_apply(self, subscription: "JetStreamContext.PullSubscription") -> None:
-        try:
-            messages = await subscription.fetch(self._settings.fetch_batch, timeout=2.0)
-        except TimeoutError:  # nats-py raises its own subclass or asyncio's, both builtins here
-            return
-        try:
-            await self.process_batch(messages)
-        except (OSError, asyncpg.PostgresError, nats.errors.Error) as error:
-            # Unacked messages come back after ack_wait; pause so an outage is not a busy loop.
-            log.error("%s could not process a batch, will retry: %s", self.consumer, error)
-            await asyncio.sleep(1.0)

@@ -18,10 +18,10 @@ from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from redis.asyncio import Redis
 
 from cairn.platform.auth import ApiKeys
-from cairn.platform.consumer import Projection
 from cairn.platform.postgres import create_pool, ping
 from cairn.platform.problems import install_problem_handlers
 from cairn.platform.publisher import EventPublisher
+from cairn.platform.pull import PullConsumer
 from cairn.platform.settings import ServiceSettings
 from cairn.platform.telemetry import setup_logging, setup_tracing
 
@@ -41,8 +41,8 @@ class Runtime:
     extras: dict[str, Any]
 
 
-# Builds a service's stores into `runtime.extras` and returns the projections it runs.
-Wiring = Callable[[Runtime], Sequence[Projection]]
+# Builds a service's stores into `runtime.extras` and returns the consumers it runs.
+Wiring = Callable[[Runtime], Sequence[PullConsumer]]
 
 
 def runtime_of(request: Request) -> Runtime:

@@ -6,9 +6,9 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from cairn.events import INGEST_STREAM, InboundMessage, MessageReceived, SessionCommand, utc_now
-from cairn.events.routing import RoutingConfig, RoutingError, session_key_for
-from cairn.ingest.domain import message_dedup_id, new_api_key
+from cairn.events import INGEST_STREAM, InboundMessage, MessageReceived, SessionCommand
+from cairn.events.routing import RoutingConfig, RoutingError
+from cairn.ingest.domain import dedup_ids, new_api_key, received
 from cairn.ingest.settings import IngestSettings
 from cairn.ingest.store import TenantStore
 from cairn.platform.auth import Tenant, bearer_token
@@ -63,24 +63,13 @@ class ResetAccepted(BaseModel):
 
 def _event_for(tenant: str, message: InboundMessage) -> MessageReceived:
     try:
-        key = session_key_for(message, RoutingConfig())
+        return received(tenant, message, RoutingConfig())
     except RoutingError as error:
         raise Problem(422, str(error), [{"field": error.field, "message": str(error)}]) from error
-    return MessageReceived(
-        tenant_id=tenant,
-        agent_id=message.agent_id,
-        occurred_at=message.occurred_at or utc_now(),
-        session_key=key,
-        message=message,
-    )
 
 
 async def _publish_messages(publisher: EventPublisher, events: list[MessageReceived]) -> list[Accepted]:
-    ids = [
-        message_dedup_id(e.tenant_id, e.message.channel, e.message.message_id) if e.message.message_id else None
-        for e in events
-    ]
-    published = await publisher.publish_many(events, ids)
+    published = await publisher.publish_many(events, dedup_ids(events))
     accepted = []
     for event, ack in zip(events, published, strict=True):
         event_id = event.event_id

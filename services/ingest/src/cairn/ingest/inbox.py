@@ -1,0 +1,65 @@
+"""Adapters that speak NATS publish raw messages to `cairn.in.<tenant>.message`; ingest validates
+them exactly as it validates `POST /v1/messages` and publishes `message.received`. A message that
+cannot be accepted goes to the dead-letter stream with the reason, never silently away."""
+
+import uuid
+from collections.abc import Sequence
+
+import asyncpg
+from nats.aio.msg import Msg
+from pydantic import ValidationError
+
+from cairn.events import INBOX_STREAM, InboundMessage
+from cairn.events.routing import RoutingConfig, RoutingError
+from cairn.ingest.domain import dedup_ids, received
+from cairn.platform.postgres import tenant_transaction
+from cairn.platform.publisher import EventPublisher
+from cairn.platform.pull import PullConsumer
+from cairn.platform.settings import NatsSettings
+
+TENANT_EXISTS = "SELECT 1 FROM ingest.tenants WHERE tenant_id = $1"
+
+
+def tenant_of(subject: str) -> str | None:
+    """`cairn.in.<tenant>.message` → the tenant, when it is a UUID."""
+    parts = subject.split(".")
+    try:
+        return str(uuid.UUID(parts[2])) if len(parts) == 4 else None
+    except ValueError:
+        return None
+
+
+class Inbox(PullConsumer):
+    def __init__(self, pool: "asyncpg.Pool[asyncpg.Record]", publisher: EventPublisher, settings: NatsSettings) -> None:
+        super().__init__("ingest", INBOX_STREAM, publisher.js, settings)
+        self._pool, self._publisher = pool, publisher
+        self._known: set[str] = set()
+
+    async def process_batch(self, messages: Sequence[Msg]) -> None:
+        for raw in messages:
+            problem = await self._accept(raw)
+            if problem is not None:
+                await self.dead_letter(raw, problem)
+
+    async def _accept(self, raw: Msg) -> str | None:
+        """Publish the message's event and ack; or say why it cannot be accepted."""
+        tenant = tenant_of(raw.subject)
+        if tenant is None or not await self._tenant_exists(tenant):
+            return f"no such tenant in subject {raw.subject!r}"
+        try:
+            event = received(tenant, InboundMessage.model_validate_json(raw.data), RoutingConfig())
+        except ValidationError as error:
+            return f"invalid message: {error}"
+        except RoutingError as error:
+            return f"invalid message: {error.field}: {error}"
+        await self._publisher.publish_many([event], dedup_ids([event]))
+        await raw.ack()
+        return None
+
+    async def _tenant_exists(self, tenant: str) -> bool:
+        if tenant not in self._known:
+            async with tenant_transaction(self._pool, tenant) as conn:
+                if await conn.fetchval(TENANT_EXISTS, tenant) is None:
+                    return False
+            self._known.add(tenant)
+        return True

@@ -1,0 +1,82 @@
+"""Adapters that speak NATS: `cairn.in.<tenant>.message` is validated like `POST /v1/messages`;
+what cannot be accepted is dead-lettered with the reason."""
+
+import asyncio
+import json
+import time
+import uuid
+
+import nats
+import pytest
+
+from cairn.events import DEAD_LETTER_STREAM, inbound_subject
+from cairn.local import LocalStack
+from tests.conftest import Tenant
+
+
+async def _publish(stack: LocalStack, subject: str, payload: bytes) -> None:
+    nc = await nats.connect(stack.nats_url)
+    try:
+        await nc.jetstream().publish(subject, payload, headers={"Nats-Msg-Id": uuid.uuid4().hex})
+    finally:
+        await nc.close()
+
+
+async def _dead_letter_reasons(stack: LocalStack, marker: str) -> list[str]:
+    """Reasons of the ingest dead letters whose payload contains `marker`."""
+    nc = await nats.connect(stack.nats_url)
+    try:
+        sub = await nc.jetstream().subscribe(
+            "cairn-dead-letter.ingest", stream=DEAD_LETTER_STREAM, ordered_consumer=True
+        )
+        reasons = []
+        try:
+            while True:
+                msg = await sub.next_msg(timeout=0.5)
+                if marker.encode() in msg.data:
+                    reasons.append((msg.headers or {}).get("Cairn-Error", ""))
+        except nats.errors.TimeoutError:
+            return reasons
+        finally:
+            await sub.unsubscribe()
+    finally:
+        await nc.close()
+
+
+def _eventually_dead(stack: LocalStack, marker: str) -> list[str]:
+    deadline = time.monotonic() + 20
+    reasons = asyncio.run(_dead_letter_reasons(stack, marker))
+    while not reasons and time.monotonic() < deadline:
+        reasons = asyncio.run(_dead_letter_reasons(stack, marker))
+    return reasons
+
+
+@pytest.mark.e2e
+def test_a_message_published_on_nats_is_stored_and_searchable(services: LocalStack, tenant: Tenant) -> None:
+    body = {"channel": "slack", "peer_id": "U1", "text": "nats adapter says 你好北京", "message_id": "s-1"}
+    asyncio.run(_publish(services, inbound_subject(tenant.tenant_id), json.dumps(body).encode()))
+    deadline = time.monotonic() + 20
+    hits = tenant.search("北京")["results"]
+    while not hits and time.monotonic() < deadline:
+        time.sleep(0.1)
+        hits = tenant.search("北京")["results"]
+    assert isinstance(hits, list)
+    assert [h["snippet"] for h in hits] == ["nats adapter says 你好北京"]
+
+
+@pytest.mark.e2e
+def test_invalid_inbound_messages_are_dead_lettered_with_the_reason(services: LocalStack, tenant: Tenant) -> None:
+    marker = uuid.uuid4().hex
+    invalid = {"text": f"bad chat type {marker}", "chat_type": "telepathy"}
+    asyncio.run(_publish(services, inbound_subject(tenant.tenant_id), json.dumps(invalid).encode()))
+    reasons = _eventually_dead(services, marker)
+    assert len(reasons) == 1
+    assert "chat_type" in reasons[0]
+
+    stranger = uuid.uuid4().hex
+    unknown_tenant = {"text": f"who am I {stranger}"}
+    asyncio.run(_publish(services, inbound_subject(str(uuid.uuid4())), json.dumps(unknown_tenant).encode()))
+    reasons = _eventually_dead(services, stranger)
+    assert len(reasons) == 1
+    assert "no such tenant" in reasons[0]
+    assert tenant.search(marker)["results"] == []
