@@ -105,7 +105,7 @@ def test_search_limits_are_enforced(tenant: Tenant) -> None:
         assert response.status_code == 422, body
 
 
-def test_reset_writes_a_snapshot_of_the_closed_window(tenant: Tenant) -> None:
+def test_reset_writes_a_snapshot_of_the_closed_window(tenant: Tenant, other_tenant: Tenant) -> None:
     peer = {"channel": "telegram", "peer_id": "42"}
     for i in range(18):
         tenant.say(f"user line {i}", message_id=f"u{i}", **peer)
@@ -132,6 +132,9 @@ def test_reset_writes_a_snapshot_of_the_closed_window(tenant: Tenant) -> None:
     assert "assistant line 9\n" not in text
     assert "/status" not in text
     assert tenant.recall.get("/v1/memory/files/memory/snapshots/none.md").status_code == 404
+    # another tenant's key gets a 404 for the same path, never a hint that it exists
+    assert other_tenant.recall.get(f"/v1/memory/files/{files[0]['path']}").status_code == 404
+    assert other_tenant.recall.get("/v1/memory/files", params={"prefix": "memory/"}).json()["files"] == []
 
 
 def test_one_trace_spans_ingest_session_and_indexer(tenant: Tenant, span_collector: SpanCollector) -> None:
