@@ -18,6 +18,13 @@ from pathlib import Path
 from cairn.local.processes import spawn, stop_pid, wait_for_port
 
 PG_SYSTEM_USER = "cairn-postgres"
+PREPARE_OWNER = """
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{owner}') THEN
+        CREATE ROLE {owner} LOGIN CREATEROLE;
+    END IF;
+END $$
+"""
 
 
 @dataclass(frozen=True)
@@ -113,8 +120,17 @@ class Postgres:
         except subprocess.CalledProcessError:
             stop_pid(self.pid())
 
-    def create_database(self, port: int, name: str) -> None:
-        exists = self._run(
+    def create_database(self, port: int, name: str, owner: str) -> None:
+        """The database, owned by a role that is not a superuser, as a managed Postgres would give us:
+        migrations run as that owner, so row-level security behaves here as it will in production."""
+        self._psql(port, "postgres", PREPARE_OWNER.format(owner=owner))
+        if self._psql(port, "postgres", f"SELECT 1 FROM pg_database WHERE datname = '{name}'").strip() != "1":
+            self._run("createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "-O", owner, name)
+        # pgvector is not a trusted extension: the superuser creates it, as a managed service's bootstrap does
+        self._psql(port, name, "CREATE EXTENSION IF NOT EXISTS vector")
+
+    def _psql(self, port: int, database: str, sql: str) -> str:
+        return self._run(
             "psql",
             "-h",
             "127.0.0.1",
@@ -122,11 +138,13 @@ class Postgres:
             str(port),
             "-U",
             "postgres",
+            "-d",
+            database,
+            "-v",
+            "ON_ERROR_STOP=1",
             "-tAc",
-            f"SELECT 1 FROM pg_database WHERE datname = '{name}'",
+            sql,
         )
-        if exists.strip() != "1":
-            self._run("createdb", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", name)
 
     def _copy_binaries(self) -> None:
         marker = self.install / "VERSION"

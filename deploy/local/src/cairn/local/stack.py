@@ -15,6 +15,7 @@ from cairn.local.processes import free_port, is_running, port_is_free, spawn, st
 
 SERVICES = ("ingest", "session", "indexer", "recall", "consolidation")
 DATABASE = "cairn"
+OWNER = "cairn_owner"  # owns the schema and runs migrations; not a superuser
 
 
 @dataclass
@@ -81,13 +82,13 @@ class LocalStack:
             self.state.pids["redis"] = start_redis(self.home, ports["redis"])
         if not is_running(self.state.pids.get("postgres")):
             self.state.pids["postgres"] = self.postgres.start(ports["postgres"])
-        self.postgres.create_database(ports["postgres"], DATABASE)
+        self.postgres.create_database(ports["postgres"], DATABASE, OWNER)
         self.state.save(self.state_file)
 
     def migrate(self) -> None:
         env = {
             **os.environ,
-            "CAIRN_POSTGRES_ADMIN_URL": self.postgres_url("postgres"),
+            "CAIRN_POSTGRES_ADMIN_URL": self.postgres_url(OWNER),
             "CAIRN_NATS_URL": self.nats_url,
         }
         cli = Path(sys.executable).parent / "cairn"

@@ -16,6 +16,21 @@ CREATE SCHEMA IF NOT EXISTS cairn;
 CREATE OR REPLACE FUNCTION cairn.current_tenant() RETURNS uuid
 LANGUAGE sql STABLE AS $$ SELECT nullif(current_setting('cairn.tenant_id', true), '')::uuid $$;
 
+-- Row-level security by tenant, the same for every table with a tenant_id, checked on writes too.
+-- Forced by default, so even the table owner is filtered; `force => false` only where a SECURITY
+-- DEFINER function (running as the owner) must read across tenants, as API-key lookup must.
+CREATE FUNCTION cairn.isolate_by_tenant(tbl regclass, force boolean DEFAULT true) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE format('ALTER TABLE %s ENABLE ROW LEVEL SECURITY', tbl);
+    IF force THEN
+        EXECUTE format('ALTER TABLE %s FORCE ROW LEVEL SECURITY', tbl);
+    END IF;
+    EXECUTE format('CREATE POLICY tenant_isolation ON %s USING (tenant_id = cairn.current_tenant()) '
+                   'WITH CHECK (tenant_id = cairn.current_tenant())', tbl);
+END
+$$;
+
 -- (consumer, event_id) recorded in the same transaction as a projection's rows: redelivery is a no-op.
 CREATE TABLE cairn.processed_events (
     consumer     text        NOT NULL,
@@ -36,14 +51,8 @@ CREATE TABLE cairn.outbox (
     PRIMARY KEY (consumer, causation_id, seq)
 );
 
-ALTER TABLE cairn.processed_events ENABLE ROW LEVEL SECURITY;
-ALTER TABLE cairn.processed_events FORCE ROW LEVEL SECURITY;
-CREATE POLICY tenant_isolation ON cairn.processed_events
-    USING (tenant_id = cairn.current_tenant()) WITH CHECK (tenant_id = cairn.current_tenant());
-ALTER TABLE cairn.outbox ENABLE ROW LEVEL SECURITY;
-ALTER TABLE cairn.outbox FORCE ROW LEVEL SECURITY;
-CREATE POLICY tenant_isolation ON cairn.outbox
-    USING (tenant_id = cairn.current_tenant()) WITH CHECK (tenant_id = cairn.current_tenant());
+SELECT cairn.isolate_by_tenant('cairn.processed_events');
+SELECT cairn.isolate_by_tenant('cairn.outbox');
 
 GRANT USAGE ON SCHEMA cairn TO cairn_app;
 GRANT SELECT, INSERT, DELETE ON cairn.processed_events, cairn.outbox TO cairn_app;

@@ -16,12 +16,10 @@ CREATE TABLE ingest.api_keys (
 );
 CREATE INDEX api_keys_tenant ON ingest.api_keys (tenant_id);
 
-ALTER TABLE ingest.tenants ENABLE ROW LEVEL SECURITY;
-ALTER TABLE ingest.tenants FORCE ROW LEVEL SECURITY;
-CREATE POLICY tenant_isolation ON ingest.tenants USING (tenant_id = cairn.current_tenant());
-ALTER TABLE ingest.api_keys ENABLE ROW LEVEL SECURITY;
-ALTER TABLE ingest.api_keys FORCE ROW LEVEL SECURITY;
-CREATE POLICY tenant_isolation ON ingest.api_keys USING (tenant_id = cairn.current_tenant());
+-- Not forced: the owner-run functions below must see every tenant's keys; cairn_app is not the owner,
+-- so the policy still binds every service.
+SELECT cairn.isolate_by_tenant('ingest.tenants', force => false);
+SELECT cairn.isolate_by_tenant('ingest.api_keys', force => false);
 
 -- Before a request's tenant is known the key itself must be looked up: these two functions are the
 -- only way across tenants, and they run as the table owner.

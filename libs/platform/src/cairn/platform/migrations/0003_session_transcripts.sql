@@ -48,14 +48,8 @@ CREATE UNIQUE INDEX entries_external_id ON session.entries (tenant_id, channel, 
     WHERE external_id IS NOT NULL;
 CREATE UNIQUE INDEX entries_message_id ON session.entries (tenant_id, message_id);
 
-ALTER TABLE session.sessions ENABLE ROW LEVEL SECURITY;
-ALTER TABLE session.sessions FORCE ROW LEVEL SECURITY;
-CREATE POLICY tenant_isolation ON session.sessions
-    USING (tenant_id = cairn.current_tenant()) WITH CHECK (tenant_id = cairn.current_tenant());
-ALTER TABLE session.entries ENABLE ROW LEVEL SECURITY;
-ALTER TABLE session.entries FORCE ROW LEVEL SECURITY;
-CREATE POLICY tenant_isolation ON session.entries
-    USING (tenant_id = cairn.current_tenant()) WITH CHECK (tenant_id = cairn.current_tenant());
+SELECT cairn.isolate_by_tenant('session.sessions');
+SELECT cairn.isolate_by_tenant('session.entries');
 
 GRANT USAGE ON SCHEMA session TO cairn_app;
 GRANT SELECT, INSERT, UPDATE ON session.sessions, session.entries TO cairn_app;

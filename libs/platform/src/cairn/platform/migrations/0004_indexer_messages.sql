@@ -27,14 +27,8 @@ CREATE TABLE indexer.progress (
     updated_at timestamptz NOT NULL DEFAULT now()
 );
 
-ALTER TABLE indexer.messages ENABLE ROW LEVEL SECURITY;
-ALTER TABLE indexer.messages FORCE ROW LEVEL SECURITY;
-CREATE POLICY tenant_isolation ON indexer.messages
-    USING (tenant_id = cairn.current_tenant()) WITH CHECK (tenant_id = cairn.current_tenant());
-ALTER TABLE indexer.progress ENABLE ROW LEVEL SECURITY;
-ALTER TABLE indexer.progress FORCE ROW LEVEL SECURITY;
-CREATE POLICY tenant_isolation ON indexer.progress
-    USING (tenant_id = cairn.current_tenant()) WITH CHECK (tenant_id = cairn.current_tenant());
+SELECT cairn.isolate_by_tenant('indexer.messages');
+SELECT cairn.isolate_by_tenant('indexer.progress');
 
 GRANT USAGE ON SCHEMA indexer TO cairn_app;
 GRANT SELECT, INSERT, UPDATE, DELETE ON indexer.messages, indexer.progress TO cairn_app;

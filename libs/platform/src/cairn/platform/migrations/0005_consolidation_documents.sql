@@ -35,18 +35,9 @@ CREATE TABLE consolidation.flushes_due (
     PRIMARY KEY (tenant_id, session_id, cycle)
 );
 
-ALTER TABLE consolidation.documents ENABLE ROW LEVEL SECURITY;
-ALTER TABLE consolidation.documents FORCE ROW LEVEL SECURITY;
-CREATE POLICY tenant_isolation ON consolidation.documents
-    USING (tenant_id = cairn.current_tenant()) WITH CHECK (tenant_id = cairn.current_tenant());
-ALTER TABLE consolidation.document_versions ENABLE ROW LEVEL SECURITY;
-ALTER TABLE consolidation.document_versions FORCE ROW LEVEL SECURITY;
-CREATE POLICY tenant_isolation ON consolidation.document_versions
-    USING (tenant_id = cairn.current_tenant()) WITH CHECK (tenant_id = cairn.current_tenant());
-ALTER TABLE consolidation.flushes_due ENABLE ROW LEVEL SECURITY;
-ALTER TABLE consolidation.flushes_due FORCE ROW LEVEL SECURITY;
-CREATE POLICY tenant_isolation ON consolidation.flushes_due
-    USING (tenant_id = cairn.current_tenant()) WITH CHECK (tenant_id = cairn.current_tenant());
+SELECT cairn.isolate_by_tenant('consolidation.documents');
+SELECT cairn.isolate_by_tenant('consolidation.document_versions');
+SELECT cairn.isolate_by_tenant('consolidation.flushes_due');
 
 GRANT USAGE ON SCHEMA consolidation TO cairn_app;
 GRANT SELECT, INSERT, UPDATE ON consolidation.documents, consolidation.document_versions,
