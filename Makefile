@@ -51,6 +51,7 @@ test-e2e: install ## end-to-end tests (all services as processes, through HTTP)
 
 bench: install ## benchmarks against the running stack (`make up` first): ingest throughput, table + JSON
 	$(UV) run --frozen cairn bench ingest --messages $(or $(MESSAGES),5000)
+	$(UV) run --frozen cairn bench import --data ../shared/datasets/locomo
 
 lint: install ## ruff (lint + format check) and strict mypy
 	$(UV) run --frozen ruff check .

@@ -10,6 +10,10 @@ INGEST_PATHS = {
     ("post", "/v1/messages"),
     ("post", "/v1/messages/batch"),
     ("post", "/v1/sessions/{session_key}/reset"),
+    ("post", "/v1/sessions"),
+    ("post", "/v1/sessions/{session_key}/fork"),
+    ("put", "/v1/agents/{agent_id}/config"),
+    ("get", "/v1/agents/{agent_id}/config"),
     ("post", "/v1/admin/tenants"),
 }
 RECALL_PATHS = {

@@ -70,7 +70,8 @@ def test_malformed_body_gets_problem_json_and_nothing_is_stored(tenant: Tenant) 
     assert problem["title"]
     assert problem["detail"]
     too_long = tenant.ingest.post("/v1/messages", json={"text": "x" * 70_000})
-    assert too_long.status_code == 422
+    assert too_long.status_code == 413
+    assert too_long.json()["errors"][0]["field"] == "text"
     assert "65536" in too_long.json()["errors"][0]["message"]
     marker = tenant.say("a later valid message")
     assert tenant.search("telepathy oracle", consistent_with=marker["position"])["results"] == []

@@ -18,6 +18,7 @@ from cairn.events import (
     RECALL_STREAM,
     SESSION_STREAM,
     STREAMS,
+    AgentConfigured,
     CompactionImminent,
     DocumentChanged,
     ErasureCompleted,
@@ -97,6 +98,7 @@ def minimal(model: type[BaseModel]) -> Event:
         ErasureCompleted: {"request_id": "r"},
         IndexAdvanced: {"ingest_seq": 7},
         RecallPerformed: {"session_key": "agent:main:main", "outcome": "skipped"},
+        AgentConfigured: {"version": 1, "config": {}},
     }
     event: Event = model.model_validate({"tenant_id": TENANT, **required[model]})  # type: ignore[assignment]
     return event
@@ -126,9 +128,9 @@ def test_every_event_type_round_trips(model: type[BaseModel]) -> None:
     assert decode_event(encode_event(event).decode()) == event  # str input too
 
 
-def test_the_union_has_thirteen_distinct_versioned_types() -> None:
+def test_the_union_has_fourteen_distinct_versioned_types() -> None:
     types = [type_of(m) for m in MEMBERS]
-    assert len(types) == len(set(types)) == 13
+    assert len(types) == len(set(types)) == 14
     assert all(t.endswith(".v1") for t in types)
 
 
@@ -157,6 +159,36 @@ def test_golden_decodes_and_re_encodes_to_the_same_json(model: type[BaseModel]) 
 def test_golden_samples_set_every_field(model: type[BaseModel]) -> None:
     """So the re-encoding check above covers every field of the model, not just the defaults."""
     assert set(golden(type_of(model))) == set(model.model_fields)
+
+
+# Fields added to a v1 type after it was first published, with the default an old event decodes to.
+ADDED_LATER: dict[str, dict[str, Any]] = {
+    "session.command.v1": {"session_id": None, "chat_type": "direct", "channel": "api"},
+    "session.forked.v1": {"ingest_seq": None},
+    "session.created.v1": {"ingest_seq": None},
+}
+
+
+@pytest.mark.parametrize("event_type", sorted(ADDED_LATER))
+def test_events_written_before_an_additive_field_still_decode(event_type: str) -> None:
+    """The sample as it was first published (without the added fields) decodes, taking the defaults."""
+    first_published = {k: v for k, v in golden(event_type).items() if k not in ADDED_LATER[event_type]}
+    decoded = decode_event(json.dumps(first_published))
+    assert {field: getattr(decoded, field) for field in ADDED_LATER[event_type]} == ADDED_LATER[event_type]
+
+
+def test_agent_configured_carries_the_whole_effective_config() -> None:
+    """A minimal config is filled in with every default, so consumers never merge partial configs."""
+    event = minimal(AgentConfigured)
+    assert isinstance(event, AgentConfigured)
+    assert json.loads(encode_event(event))["config"] == {
+        "dm_scope": "main",
+        "identity_links": {},
+        "reset": {"mode": "none", "at_hour": 4, "idle_minutes": 60, "timezone": "UTC"},
+        "context_window": None,
+        "sessions_visibility": "tree",
+        "remember_across_conversations": None,
+    }
 
 
 def test_event_time_offset_is_kept_apart_from_record_time() -> None:
@@ -245,6 +277,7 @@ def test_events_are_frozen() -> None:
         ("session.reset-boundary.v1", "main", f"cairn.{TENANT}.main.session.reset-boundary", SESSION_STREAM),
         ("message.received.v1", "main", f"cairn.{TENANT}.main.message.received", INGEST_STREAM),
         ("session.command.v1", "ops", f"cairn.{TENANT}.ops.session.command", INGEST_STREAM),
+        ("agent.configured.v1", "ops", f"cairn.{TENANT}.ops.agent.configured", INGEST_STREAM),
         ("index.advanced.v1", "main", f"cairn.{TENANT}.main.index.advanced", INDEX_STREAM),
         ("memory.document-changed.v1", "main", f"cairn.{TENANT}.main.memory.document-changed", MEMORY_STREAM),
         ("recall.performed.v1", "support-bot", f"cairn.{TENANT}.support-bot.recall.performed", RECALL_STREAM),

@@ -1,45 +1,74 @@
 """The session handlers against an in-memory twin of the `Transcripts` port: no I/O."""
 
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from cairn.events import (
+    AgentConfig,
+    AgentConfigured,
     CompactionImminent,
     InboundMessage,
     MessageReceived,
     ResetBoundary,
+    ResetPolicy,
     SessionCommand,
     SessionCreated,
+    SessionForked,
     TranscriptAppended,
 )
 from cairn.events.models import TranscriptLine
 from cairn.session.handlers import SessionHandlers
 from cairn.session.settings import CompactionSettings, SessionSettings
-from cairn.session.store import Entry, SessionRow
+from cairn.session.store import CopiedMessage, Entry, ForkSource, SessionRow
 
 TENANT = str(uuid.uuid4())
 KEY = "agent:main:main"
 
 
+@dataclass(frozen=True)
+class Stored:
+    position: int
+    entry: Entry
+    reset_index: int
+    message_id: str
+
+
 class InMemoryTranscripts:
-    """The port's contract in 40 lines: sessions by key, entries by session, external ids per channel."""
+    """The port's contract in memory: sessions by key, entries by session, external ids per channel, and the
+    agents' settings."""
 
     def __init__(self) -> None:
         self.sessions: dict[str, SessionRow] = {}
-        self.entries: dict[str, list[tuple[int, Entry, int]]] = {}
+        self.agent_of: dict[str, str] = {}
+        self.parents: dict[str, str | None] = {}
+        self.entries: dict[str, list[Stored]] = {}
+        self.settings: dict[str, tuple[int, int | None, ResetPolicy]] = {}
+
+    def _current(self, key: str, created: bool) -> SessionRow:
+        settings = self.settings.get(self.agent_of[key])
+        return replace(self.sessions[key], created=created, context_window=settings[1] if settings else None)
 
     async def open_session(self, tenant: str, agent: str, key: str, chat_type: str, channel: str) -> SessionRow:
+        return await self.create_session(tenant, agent, key, str(uuid.uuid4()), chat_type, channel, None)
+
+    async def find_session(self, tenant: str, agent: str, key: str) -> SessionRow | None:
+        return self._current(key, created=False) if key in self.sessions else None
+
+    async def create_session(
+        self, tenant: str, agent: str, key: str, session_id: str, chat_type: str, channel: str, parent_id: str | None
+    ) -> SessionRow:
         if key in self.sessions:
-            return replace(self.sessions[key], created=False)
-        row = SessionRow(str(uuid.uuid4()), 0, 0, 0, 0, False, 0, True)
-        self.sessions[key] = row
-        self.entries[row.session_id] = []
-        return row
+            return self._current(key, created=False)
+        self.sessions[key] = SessionRow(session_id, 0, 0, 0, 0, False, 0, True)
+        self.agent_of[key], self.parents[session_id], self.entries[session_id] = agent, parent_id, []
+        return self._current(key, created=True)
 
     async def has_external_id(self, tenant: str, channel: str, external_id: str | None) -> bool:
         return external_id is not None and any(
-            e.channel == channel and e.external_id == external_id for rows in self.entries.values() for _, e, _ in rows
+            s.entry.channel == channel and s.entry.external_id == external_id
+            for rows in self.entries.values()
+            for s in rows
         )
 
     def _key_of(self, session_id: str) -> str:
@@ -64,8 +93,9 @@ class InMemoryTranscripts:
                 window_tokens=current.window_tokens + entry.token_estimate,
                 window_bytes=current.window_bytes + len((entry.text or "").encode()),
             )
-        self.entries[session.session_id].append((position, entry, self.sessions[key].reset_index))
-        return position, str(uuid.uuid4())
+        message_id = str(uuid.uuid4())
+        self.entries[session.session_id].append(Stored(position, entry, self.sessions[key].reset_index, message_id))
+        return position, message_id
 
     async def flag_compaction(self, tenant: str, session: SessionRow) -> None:
         key = self._key_of(session.session_id)
@@ -73,21 +103,63 @@ class InMemoryTranscripts:
 
     async def window_tail(self, tenant: str, session: SessionRow, limit: int) -> tuple[TranscriptLine, ...]:
         lines = [
-            TranscriptLine(message_id=str(p), role=e.role, text=e.text or "", occurred_at=e.occurred_at)
-            for p, e, window in self.entries[session.session_id]
-            if window == session.reset_index
-            and e.kind == "message"
-            and e.role in ("user", "assistant")
-            and not (e.text or "").lstrip().startswith("/")
+            TranscriptLine(
+                message_id=s.message_id, role=s.entry.role, text=s.entry.text or "", occurred_at=s.entry.occurred_at
+            )
+            for s in self.entries[session.session_id]
+            if s.reset_index == session.reset_index
+            and s.entry.kind == "message"
+            and s.entry.role in ("user", "assistant")
+            and not (s.entry.text or "").lstrip().startswith("/")
         ]
         return tuple(lines[-limit:])
 
+    async def find_message(self, tenant: str, session: SessionRow, message_id: str) -> ForkSource | None:
+        return next(
+            (
+                ForkSource(s.reset_index, s.position)
+                for s in self.entries[session.session_id]
+                if s.entry.kind == "message" and message_id in (s.message_id, s.entry.external_id)
+            ),
+            None,
+        )
 
-def _received(text: str, message_id: str | None = None, role: str = "user") -> MessageReceived:
+    async def copy_messages(
+        self,
+        tenant: str,
+        parent: SessionRow,
+        source: ForkSource,
+        child: SessionRow,
+        recorded_at: datetime,
+        ingest_seq: int,
+    ) -> list[CopiedMessage]:
+        picked = [
+            s.entry
+            for s in self.entries[parent.session_id]
+            if s.entry.kind == "message" and s.reset_index == source.reset_index and s.position <= source.up_to_position
+        ]
+        for entry in picked:
+            copy = replace(entry, external_id=None, recorded_at=recorded_at, ingest_seq=ingest_seq)
+            await self.append(tenant, self.sessions[self._key_of(child.session_id)], copy)
+        return [
+            CopiedMessage(s.position, s.message_id, s.entry.channel, s.entry.role or "", s.entry.text or "",
+                          s.entry.sender_name, s.entry.peer_id, s.entry.token_estimate, s.entry.occurred_at)
+            for s in self.entries[child.session_id]
+        ]  # fmt: skip
+
+    async def save_agent_settings(
+        self, tenant: str, agent: str, version: int, context_window: int | None, reset: ResetPolicy
+    ) -> None:
+        if version >= self.settings.get(agent, (0, None, reset))[0]:
+            self.settings[agent] = (version, context_window, reset)
+
+
+def _received(
+    text: str, message_id: str | None = None, role: str = "user", key: str = KEY, minute: int = 30
+) -> MessageReceived:
     message = InboundMessage(text=text, message_id=message_id, role=role, channel="telegram")
-    return MessageReceived(
-        tenant_id=TENANT, session_key=KEY, message=message, occurred_at=datetime(2026, 11, 29, 9, 30, tzinfo=UTC)
-    )
+    at = datetime(2026, 11, 29, 9, minute, tzinfo=UTC)
+    return MessageReceived(tenant_id=TENANT, session_key=key, message=message, occurred_at=at)
 
 
 def _handlers(context_window: int = 200_000) -> SessionHandlers:
@@ -164,3 +236,157 @@ async def test_compaction_imminent_fires_once_per_cycle_and_again_after_a_reset(
             if isinstance(e, CompactionImminent)
         ]
     assert len(fired) == 2
+
+
+THREAD = "agent:main:dashboard:5b0d3c1e-2f4a-4b6c-8d9e-0f1a2b3c4d5e"
+CHILD = "agent:main:dashboard:7e6d5c4b-3a29-4817-a6b5-c4d3e2f1a0b9"
+
+
+def _command(command: str, key: str, parent: str | None = None, **fields: object) -> SessionCommand:
+    return SessionCommand.model_validate(
+        {"tenant_id": TENANT, "command": command, "session_key": key, "session_id": str(uuid.uuid4()),
+         "parent_session_key": parent, "channel": "dashboard", **fields}
+    )  # fmt: skip
+
+
+async def test_a_console_thread_is_created_with_the_id_ingest_chose_and_messages_land_in_it() -> None:
+    store, handlers = InMemoryTranscripts(), _handlers()
+    command = _command("create", THREAD)
+    [created] = await handlers.on_command(store, command, 9)
+    assert isinstance(created, SessionCreated)
+    assert (created.session_key, created.session_id, created.channel, created.ingest_seq) == (
+        THREAD, command.session_id, "dashboard", 9,
+    )  # fmt: skip
+    assert await handlers.on_command(store, command, 9) == []  # the same command again: idempotent
+    emitted = await handlers.on_message(store, _received("first words", "m-1", key=THREAD), 10)
+    [appended] = emitted  # no second session.created: the thread exists
+    assert isinstance(appended, TranscriptAppended)
+    assert (appended.session_id, appended.position) == (command.session_id, 1)
+
+
+async def test_a_thread_with_a_parent_records_it_and_a_missing_parent_leaves_it_a_root() -> None:
+    store, handlers = InMemoryTranscripts(), _handlers()
+    await handlers.on_message(store, _received("hello"), 1)
+    [child] = await handlers.on_command(store, _command("create", THREAD, parent=KEY), 2)
+    assert isinstance(child, SessionCreated)
+    assert child.parent_session_id == store.sessions[KEY].session_id
+    [orphan] = await handlers.on_command(store, _command("create", CHILD, parent="agent:main:nowhere"), 3)
+    assert isinstance(orphan, SessionCreated)
+    assert orphan.parent_session_id is None
+
+
+async def test_incognito_and_id_less_commands_write_nothing() -> None:
+    store, handlers = InMemoryTranscripts(), _handlers()
+    assert await handlers.on_command(store, _command("create", THREAD, incognito=True), 1) == []
+    legacy = SessionCommand(tenant_id=TENANT, command="create", session_key=THREAD)
+    assert await handlers.on_command(store, legacy, 2) == []
+    assert store.sessions == {}
+
+
+async def _parent_with_two_windows(store: InMemoryTranscripts, handlers: SessionHandlers) -> None:
+    """Window 0: two messages; `/new`; window 1: a user message, a tool result, an assistant reply."""
+    await handlers.on_message(store, _received("old plan: Lisbon", "tg-1", minute=1), 1)
+    await handlers.on_message(store, _received("old reply", "tg-2", role="assistant", minute=2), 2)
+    await handlers.on_message(store, _received("/new", "tg-3", minute=3), 3)
+    await handlers.on_message(store, _received("new plan: Porto", "tg-4", minute=4), 4)
+    await handlers.on_message(store, _received("weather: sunny", "tg-5", role="tool", minute=5), 5)
+    await handlers.on_message(store, _received("Porto it is", "tg-6", role="assistant", minute=6), 6)
+
+
+async def test_fork_copies_the_current_window_renumbered_with_new_ids_and_leaves_the_parent_untouched() -> None:
+    store, handlers = InMemoryTranscripts(), _handlers()
+    await _parent_with_two_windows(store, handlers)
+    parent = store.sessions[KEY]
+    before = list(store.entries[parent.session_id])
+    command = _command("fork", CHILD, parent=KEY, chat_type="direct")
+    emitted = await handlers.on_command(store, command, 7)
+
+    assert [type(e) for e in emitted] == [SessionCreated, *[TranscriptAppended] * 3, SessionForked]
+    created, copies, forked = emitted[0], emitted[1:4], emitted[4]
+    assert isinstance(created, SessionCreated)
+    assert (created.session_id, created.parent_session_id, created.ingest_seq) == (
+        command.session_id, parent.session_id, None,  # the fork's position is reached with session.forked
+    )  # fmt: skip
+    assert [(c.position, c.text, c.role, c.reset_index) for c in copies if isinstance(c, TranscriptAppended)] == [
+        (1, "new plan: Porto", "user", 0),
+        (2, "weather: sunny", "tool", 0),
+        (3, "Porto it is", "assistant", 0),
+    ]
+    originals = {s.message_id for s in before}
+    for copy in copies:
+        assert isinstance(copy, TranscriptAppended)
+        assert copy.session_id == command.session_id
+        assert copy.session_key == CHILD
+        assert copy.message_id not in originals
+        assert copy.external_id is None
+        assert copy.ingest_seq is None  # the fork's position is reached with session.forked, after every copy
+    assert [c.occurred_at.minute for c in copies] == [4, 5, 6]  # event time kept
+    assert isinstance(forked, SessionForked)
+    assert (forked.parent_session_key, forked.parent_session_id, forked.from_position, forked.ingest_seq) == (
+        KEY, parent.session_id, 6, 7,
+    )  # fmt: skip
+    assert store.entries[parent.session_id] == before
+    assert store.sessions[KEY] == parent
+    assert store.parents[created.session_id] == parent.session_id
+    child = store.sessions[CHILD]
+    assert (child.last_position, child.reset_index) == (3, 0)
+    assert await handlers.on_command(store, command, 7) == []  # the same fork again: idempotent
+
+
+async def test_fork_from_a_message_copies_up_to_it_by_adapter_id_or_our_id_in_its_own_window() -> None:
+    store, handlers = InMemoryTranscripts(), _handlers()
+    await _parent_with_two_windows(store, handlers)
+    parent_id = store.sessions[KEY].session_id
+
+    by_adapter_id = await handlers.on_command(store, _command("fork", CHILD, parent=KEY, from_message_id="tg-5"), 7)
+    assert [e.text for e in by_adapter_id if isinstance(e, TranscriptAppended)] == ["new plan: Porto", "weather: sunny"]
+    assert [e.from_position for e in by_adapter_id if isinstance(e, SessionForked)] == [5]
+
+    first = next(s for s in store.entries[parent_id] if s.entry.external_id == "tg-1")
+    earlier = await handlers.on_command(
+        store, _command("fork", THREAD, parent=KEY, from_message_id=first.message_id), 8
+    )
+    assert [e.text for e in earlier if isinstance(e, TranscriptAppended)] == ["old plan: Lisbon"]
+
+
+async def test_the_parent_keeps_its_adapter_ids_so_a_resent_parent_message_is_still_stored_once() -> None:
+    store, handlers = InMemoryTranscripts(), _handlers()
+    await _parent_with_two_windows(store, handlers)
+    await handlers.on_command(store, _command("fork", CHILD, parent=KEY), 7)
+    assert await handlers.on_message(store, _received("new plan: Porto", "tg-4"), 8) == []
+
+
+async def test_fork_of_a_vanished_parent_or_message_copies_nothing() -> None:
+    store, handlers = InMemoryTranscripts(), _handlers()
+    [created] = await handlers.on_command(store, _command("fork", CHILD, parent="agent:main:gone"), 1)
+    assert isinstance(created, SessionCreated)
+    assert created.ingest_seq == 1
+    await _parent_with_two_windows(store, handlers)
+    emitted = await handlers.on_command(store, _command("fork", THREAD, parent=KEY, from_message_id="tg-404"), 9)
+    assert [e.type for e in emitted] == ["session.created.v1", "session.forked.v1"]
+
+
+def _configured(version: int, context_window: int | None) -> AgentConfigured:
+    config = AgentConfig(context_window=context_window, reset=ResetPolicy(mode="idle", idle_minutes=30))
+    return AgentConfigured(tenant_id=TENANT, version=version, config=config)
+
+
+async def test_the_agents_context_window_sets_its_compaction_threshold() -> None:
+    store, handlers = InMemoryTranscripts(), _handlers()  # service default: 200,000 tokens
+    assert await handlers.on_configured(store, _configured(2, 2000)) == []
+    assert await handlers.on_configured(store, _configured(1, 500_000)) == []  # an older version arrives late
+    assert store.settings["main"][:2] == (2, 2000)
+    fired = [
+        e
+        for i in range(12)  # ~25 tokens each: crosses 200 = max(2000 - 24000, 2000 // 10)
+        for e in await handlers.on_message(store, _received("x" * 100, f"c{i}"), i)
+        if isinstance(e, CompactionImminent)
+    ]
+    assert [(e.threshold_tokens, e.estimated_tokens) for e in fired] == [(200, 200)]
+
+
+async def test_without_an_agent_window_the_service_default_applies() -> None:
+    store, handlers = InMemoryTranscripts(), _handlers(context_window=2000)
+    await handlers.on_configured(store, _configured(1, None))
+    emitted = [e for i in range(8) for e in await handlers.on_message(store, _received("x" * 100, f"d{i}"), i)]
+    assert [e.threshold_tokens for e in emitted if isinstance(e, CompactionImminent)] == [200]

@@ -103,26 +103,34 @@ class LocalStack:
             "CAIRN_HTTP_HOST": "127.0.0.1",
             "CAIRN_HTTP_PORT": str(self.state.ports[service]),
             "CAIRN_ADMIN_TOKEN": self.state.admin_token,
-            "OTEL_SERVICE_NAME": f"cairn-{service}",
+            "OTEL_SERVICE_NAME": f"cairn-{service.split('#')[0]}",
             "OMP_NUM_THREADS": "1",
             **self.extra_env,
         }
         return env
 
     def start_service(self, service: str) -> None:
+        """Start a service, or one more replica of it when named `<service>#<n>` (see `add_replica`)."""
         if is_running(self.state.pids.get(service)):
             return
-        binary = Path(sys.executable).parent / f"cairn-{service}"
-        log = self.home / "logs" / f"{service}.log"
+        binary = Path(sys.executable).parent / f"cairn-{service.split('#')[0]}"
+        log = self.home / "logs" / f"{service.replace('#', '-')}.log"
         self.state.pids[service] = spawn([str(binary)], log, self.service_env(service))
         self.state.save(self.state_file)
+
+    def add_replica(self, service: str) -> str:
+        """Name and port for another replica of `service`; start it with `start_service(name)`."""
+        name = f"{service}#{sum(1 for n in self.state.ports if n.split('#')[0] == service) + 1}"
+        self.state.ports[name] = free_port()
+        self.state.save(self.state_file)
+        return name
 
     def wait_ready(self, service: str, timeout: float = 60.0) -> None:
         wait_for_ready(
             f"{self.url(service)}/readyz",
             timeout,
             self.state.pids.get(service),
-            self.home / "logs" / f"{service}.log",
+            self.home / "logs" / f"{service.replace('#', '-')}.log",
         )
 
     def kill_service(self, service: str) -> None:
@@ -134,7 +142,8 @@ class LocalStack:
             stop_pid(pid, timeout=5)
 
     def down(self) -> None:
-        stop_all([self.state.pids.pop(service, None) for service in SERVICES])
+        services = [name for name in self.state.pids if name.split("#")[0] in SERVICES]
+        stop_all([self.state.pids.pop(name, None) for name in services])
         self.postgres.stop()
         self.state.pids.pop("postgres", None)
         for server in ("redis", "nats"):

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import httpx
 
+from cairn.cli.importer import BATCH, import_file
+
 
 @dataclass(frozen=True)
 class IngestResult:
@@ -52,12 +54,17 @@ def _message(run: str, i: int) -> dict[str, str]:
     }
 
 
-def run_ingest(endpoints: dict[str, str], messages: int, batch_size: int) -> IngestResult:
+def _new_tenant(endpoints: dict[str, str], name: str) -> str:
     admin = {"Authorization": f"Bearer {endpoints['CAIRN_ADMIN_TOKEN']}"}
     created = httpx.post(
-        f"{endpoints['CAIRN_INGEST_URL']}/v1/admin/tenants", json={"name": "bench"}, headers=admin, timeout=30
-    ).json()
-    headers = {"Authorization": f"Bearer {created['api_key']}"}
+        f"{endpoints['CAIRN_INGEST_URL']}/v1/admin/tenants", json={"name": name}, headers=admin, timeout=30
+    ).raise_for_status()
+    key: str = created.json()["api_key"]
+    return key
+
+
+def run_ingest(endpoints: dict[str, str], messages: int, batch_size: int) -> IngestResult:
+    headers = {"Authorization": f"Bearer {_new_tenant(endpoints, 'bench')}"}
     run = uuid.uuid4().hex[:8]
     with (
         httpx.Client(base_url=endpoints["CAIRN_INGEST_URL"], headers=headers, timeout=60) as ingest,
@@ -90,10 +97,18 @@ def run_ingest(endpoints: dict[str, str], messages: int, batch_size: int) -> Ing
     )
 
 
-def report(result: IngestResult, out: Path) -> None:
+def run_import(endpoints: dict[str, str], corpus: Path) -> IngestResult:
+    """`cairn import` of a dataset corpus into a fresh tenant, timed until the last message is searchable."""
+    key = _new_tenant(endpoints, "bench-import")
+    result = import_file(corpus, endpoints["CAIRN_INGEST_URL"], endpoints["CAIRN_RECALL_URL"], key)
+    return IngestResult(result.messages, BATCH, result.accept_seconds, result.searchable_seconds,
+                        result.accepted_per_s, result.searchable_per_s)  # fmt: skip
+
+
+def report(benchmark: str, result: IngestResult, out: Path) -> None:
     print(f"{'figure':<34}{'value':>12}")
     for name, value in asdict(result).items():
         print(f"{name:<34}{value:>12}")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"benchmark": "ingest", **asdict(result)}, indent=2))
+    out.write_text(json.dumps({"benchmark": benchmark, **asdict(result)}, indent=2))
     print(f"written {out}")

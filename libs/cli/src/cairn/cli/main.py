@@ -8,7 +8,8 @@ from pathlib import Path
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from cairn.cli.bench import read_endpoints, report, run_ingest
+from cairn.cli.bench import read_endpoints, report, run_import, run_ingest
+from cairn.cli.importer import import_file
 from cairn.platform.migrations import apply_migrations
 from cairn.platform.nats import connect, ensure_streams
 from cairn.platform.settings import NatsSettings, PostgresSettings
@@ -37,20 +38,38 @@ async def migrate() -> None:
     print(f"streams declared: {', '.join(streams)}")
 
 
-def main() -> None:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cairn")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("migrate", help="apply SQL migrations and declare JetStream streams")
+    imports = commands.add_parser("import", help="import a JSONL file of messages (or a dataset corpus.jsonl)")
+    imports.add_argument("file", type=Path)
+    imports.add_argument("--endpoints", type=Path, default=Path(".cairn/endpoints.env"))
+    imports.add_argument("--api-key", help="the tenant's key (default: CAIRN_API_KEY from --endpoints)")
     bench = commands.add_parser("bench", help="benchmarks against a running stack (`make up`)")
     kinds = bench.add_subparsers(dest="kind", required=True)
     ingest = kinds.add_parser("ingest", help="end-to-end ingest throughput (accepted → searchable)")
     ingest.add_argument("--messages", type=int, default=5000)
     ingest.add_argument("--batch-size", type=int, default=100)
-    ingest.add_argument("--endpoints", type=Path, default=Path(".cairn/endpoints.env"))
-    ingest.add_argument("--out", type=Path, default=Path("bench-results/ingest.json"))
-    args = parser.parse_args()
+    imported = kinds.add_parser("import", help="`cairn import` of a dataset corpus into a fresh tenant")
+    imported.add_argument("--data", type=Path, default=Path("../shared/datasets/locomo"))
+    for kind in (ingest, imported):
+        kind.add_argument("--endpoints", type=Path, default=Path(".cairn/endpoints.env"))
+        kind.add_argument("--out", type=Path, default=Path(f"bench-results/{kind.prog.split()[-1]}.json"))
+    return parser
+
+
+def main() -> None:
+    args = _parser().parse_args()
     if args.command == "migrate":
         asyncio.run(migrate())
-    elif args.command == "bench":
-        result = run_ingest(read_endpoints(args.endpoints), args.messages, args.batch_size)
-        report(result, args.out)
+    elif args.command == "import":
+        endpoints = read_endpoints(args.endpoints)
+        result = import_file(args.file, endpoints["CAIRN_INGEST_URL"], endpoints["CAIRN_RECALL_URL"],
+                             args.api_key or endpoints["CAIRN_API_KEY"])  # fmt: skip
+        print(f"imported {result.messages} messages ({result.rejected} rejected): {result.accepted_per_s}/s "
+              f"accepted, {result.searchable_per_s}/s until searchable")  # fmt: skip
+    elif args.kind == "ingest":
+        report("ingest", run_ingest(read_endpoints(args.endpoints), args.messages, args.batch_size), args.out)
+    else:
+        report("import", run_import(read_endpoints(args.endpoints), args.data / "corpus.jsonl"), args.out)

@@ -1,7 +1,9 @@
 """Every event cairn sends over NATS: frozen models, one union, one adapter, subjects and streams."""
 
+from cairn.events.agents import AgentConfig, ResetPolicy
 from cairn.events.envelope import Envelope, new_event_id, utc_now
 from cairn.events.models import (
+    AgentConfigured,
     CompactionImminent,
     DocumentChanged,
     ErasureCompleted,
@@ -28,6 +30,7 @@ from cairn.events.streams import (
     INGEST_STREAM,
     MEMORY_STREAM,
     RECALL_STREAM,
+    SESSION_CONSUMER,
     SESSION_STREAM,
     STREAMS,
     StreamSpec,
@@ -44,8 +47,11 @@ __all__ = [
     "INGEST_STREAM",
     "MEMORY_STREAM",
     "RECALL_STREAM",
+    "SESSION_CONSUMER",
     "SESSION_STREAM",
     "STREAMS",
+    "AgentConfig",
+    "AgentConfigured",
     "CompactionImminent",
     "DocumentChanged",
     "Envelope",
@@ -58,6 +64,7 @@ __all__ = [
     "MessageReceived",
     "RecallPerformed",
     "ResetBoundary",
+    "ResetPolicy",
     "SessionCommand",
     "SessionCreated",
     "SessionForked",

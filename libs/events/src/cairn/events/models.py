@@ -8,7 +8,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from cairn.events.envelope import AwareDatetime, Envelope, Token
+from cairn.events.agents import AgentConfig
+from cairn.events.envelope import AwareDatetime, Envelope, Token, Uuid
 
 Role = Literal["user", "assistant", "tool", "system"]
 ChatType = Literal["direct", "group", "channel"]
@@ -46,7 +47,11 @@ class MessageReceived(Envelope):
 
 
 class SessionCommand(Envelope):
-    """A session operation asked for through the API (reset, console thread, fork)."""
+    """A session operation asked for through the API (reset, console thread, fork).
+
+    For `create` and `fork`, `session_key` and `session_id` are the new session's, chosen by ingest so
+    that it can answer at once; `parent_session_key` names the session a thread or fork comes from.
+    """
 
     type: Literal["session.command.v1"] = "session.command.v1"
     command: Literal["reset", "create", "fork"]
@@ -55,6 +60,9 @@ class SessionCommand(Envelope):
     parent_session_key: str | None = None
     from_message_id: str | None = None
     incognito: bool = False
+    session_id: Uuid | None = None
+    chat_type: ChatType = "direct"
+    channel: Token = "api"
 
 
 class TranscriptLine(BaseModel):
@@ -115,21 +123,39 @@ class CompactionImminent(Envelope):
 
 
 class SessionCreated(Envelope):
+    """A session row now exists. `ingest_seq` is set only when nothing else follows for that ingest
+    position (a console thread created by command), so that read-your-writes can count on it."""
+
     type: Literal["session.created.v1"] = "session.created.v1"
     session_key: str
     session_id: str
     chat_type: ChatType
     channel: str
     parent_session_id: str | None = None
+    ingest_seq: int | None = None
 
 
 class SessionForked(Envelope):
+    """A child session was created from a parent's window up to `from_position` (the parent's position of
+    the last copied entry). Sent after the copied entries' `transcript.appended`, which carry no
+    `ingest_seq`: the fork's ingest position arrives here, so that an index that has reached it holds the
+    whole copied history."""
+
     type: Literal["session.forked.v1"] = "session.forked.v1"
     session_key: str
     session_id: str
     parent_session_key: str
     parent_session_id: str
     from_position: int
+    ingest_seq: int | None = None
+
+
+class AgentConfigured(Envelope):
+    """An agent's settings were replaced; carries the whole effective config and its version."""
+
+    type: Literal["agent.configured.v1"] = "agent.configured.v1"
+    version: int = Field(ge=1)
+    config: AgentConfig
 
 
 class MemoryWriteRequested(Envelope):
@@ -191,7 +217,8 @@ Event = Annotated[
     | ErasureRequested
     | ErasureCompleted
     | IndexAdvanced
-    | RecallPerformed,
+    | RecallPerformed
+    | AgentConfigured,
     Field(discriminator="type"),
 ]
 

@@ -7,9 +7,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from cairn.events.agents import AgentConfig, DmScope
 from cairn.events.models import InboundMessage
 
-DmScope = Literal["main", "per-peer", "per-channel-peer", "per-account-channel-peer"]
+__all__ = [
+    "DmScope",
+    "RoutingConfig",
+    "RoutingError",
+    "canonical_peer",
+    "is_reset_command",
+    "routing_config",
+    "session_key_for",
+]
 
 
 class RoutingError(ValueError):
@@ -25,6 +34,11 @@ class RoutingConfig:
     dm_scope: DmScope = "main"
     # canonical person -> channel peers ("telegram:123"); ignored under dm_scope=main
     identity_links: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+def routing_config(config: AgentConfig) -> RoutingConfig:
+    """What routing needs of an agent's settings."""
+    return RoutingConfig(config.dm_scope, dict(config.identity_links))
 
 
 def canonical_peer(channel: str, peer_id: str, links: Mapping[str, tuple[str, ...]]) -> str:

@@ -13,6 +13,9 @@ INDEX_STREAM = "CAIRN_INDEX"
 MEMORY_STREAM = "CAIRN_MEMORY"
 RECALL_STREAM = "CAIRN_RECALL"
 DEAD_LETTER_STREAM = "CAIRN_DEAD_LETTER"
+# The session service's durable consumer of CAIRN_INGEST: ingest watches its progress before it answers
+# 404 for a session that may only be on its way (read-your-writes on the command side).
+SESSION_CONSUMER = "session"
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,9 @@ class StreamSpec:
     work_queue: bool = False
     duplicate_window_s: float = 3600.0
     max_age_s: float = 0.0  # 0 = keep forever: the log is the source of truth for replays
+    # >0: stored subjects gain a last token, the partition of (tenant, agent), so that per-agent order
+    # can be kept by one consumer per partition while the partitions spread over replicas
+    partitions: int = 0
 
 
 def _event_type(model: type) -> str:
@@ -31,7 +37,13 @@ def _event_type(model: type) -> str:
 
 
 _OWNERS: dict[str, tuple[str, ...]] = {
-    INGEST_STREAM: ("message.received", "session.command", "memory.write-requested", "erasure.requested"),
+    INGEST_STREAM: (
+        "message.received",
+        "session.command",
+        "memory.write-requested",
+        "erasure.requested",
+        "agent.configured",
+    ),
     SESSION_STREAM: (
         "transcript.appended",
         "session.reset-boundary",
@@ -49,11 +61,31 @@ _STREAM_OF: dict[str, str] = {t: stream for stream, types in _OWNERS.items() for
 if {_event_type(m) for m in _MODELS} != set(_STREAM_OF):
     raise RuntimeError("every event type must belong to exactly one stream")
 
+INGEST_PARTITIONS = 8
+_PARTITIONS = {INGEST_STREAM: INGEST_PARTITIONS}
+
 STREAMS: tuple[StreamSpec, ...] = (
     StreamSpec(INBOX_STREAM, ("cairn.in.*.message",), work_queue=True),
-    *(StreamSpec(name, tuple(f"cairn.*.*.{t}" for t in types)) for name, types in _OWNERS.items()),
+    *(
+        StreamSpec(name, tuple(f"cairn.*.*.{t}" for t in types), partitions=_PARTITIONS.get(name, 0))
+        for name, types in _OWNERS.items()
+    ),
     StreamSpec(DEAD_LETTER_STREAM, ("cairn-dead-letter.>",), duplicate_window_s=120.0),
 )
+
+
+PARTITION_SOURCE = "cairn.*.*.*.*"
+
+
+def partition_destination(partitions: int) -> str:
+    """Where a partitioned stream stores `cairn.<tenant>.<agent>.<a>.<b>`: the same plus the partition."""
+    return "cairn.{{wildcard(1)}}.{{wildcard(2)}}.{{wildcard(3)}}.{{wildcard(4)}}." + (
+        f"{{{{partition({partitions},1,2)}}}}"
+    )
+
+
+def partition_filter(partition: int) -> str:
+    return f"cairn.*.*.*.*.{partition}"
 
 
 def subject_for(event: Event) -> str:

@@ -11,6 +11,7 @@ commit and one publish round instead of one per event); when such a group fails,
 retried one by one so that only the failing event is retried and, in the end, dead-lettered.
 """
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from pydantic import ValidationError
 from cairn.events import Event, decode_event, event_adapter
 from cairn.platform.postgres import tenant_transaction
 from cairn.platform.publisher import EventPublisher, Outgoing
-from cairn.platform.pull import Delivery, PullConsumer
+from cairn.platform.pull import Delivery, PullConsumer, give_back
 from cairn.platform.settings import NatsSettings
 
 __all__ = ["Delivery", "Handler", "Projection"]
@@ -62,15 +63,23 @@ class Projection(PullConsumer):
         pool: "asyncpg.Pool[asyncpg.Record]",
         publisher: EventPublisher,
         settings: NatsSettings,
+        filter_subject: str | None = None,
     ) -> None:
-        super().__init__(consumer, stream, publisher.js, settings)
+        super().__init__(consumer, stream, publisher.js, settings, filter_subject)
         self._handlers, self._pool, self._publisher = handlers, pool, publisher
 
     async def process_batch(self, messages: Sequence[Msg]) -> None:
-        """In stream order: events of one session must be applied in order."""
+        """In stream order: events of one session must be applied in order, so when an event has to be
+        retried, the rest of the batch goes back with it instead of overtaking it."""
         work = [item for raw in messages if (item := await self._decode(raw)) is not None]
-        for _, group in groupby(work, key=lambda w: w.event.tenant_id):
-            await self._apply_group(list(group))
+        groups = [list(group) for _, group in groupby(work, key=lambda w: w.event.tenant_id)]
+        for index, group in enumerate(groups):
+            if not await self._apply_group(group):
+                delay = self._retry_delay(group[0].delivery)
+                await give_back([item.raw for later in groups[index + 1 :] for item in later], delay)
+                # fetching before the retries are due would hand out newer events first
+                await asyncio.sleep(delay)
+                return
 
     async def _decode(self, raw: Msg) -> _Work | None:
         delivery = Delivery.of(raw)
@@ -85,20 +94,23 @@ class Projection(PullConsumer):
             return None
         return _Work(raw, delivery, event, handler)
 
-    async def _apply_group(self, group: list[_Work]) -> None:
+    async def _apply_group(self, group: list[_Work]) -> bool:
+        """True when every event was applied (or dead-lettered); False when one goes back for a retry."""
         if len(group) == 1:
-            await self._apply_one(group[0])
-            return
+            return await self._apply_one(group[0])
         try:
             async with tenant_transaction(self._pool, group[0].event.tenant_id) as conn:
                 outgoing = [out for item in group for out in await self._apply(conn, item)]
             await self._publisher.publish_outgoing(outgoing)
         except Exception:  # isolate the failing event: the group rolled back, apply it one event at a time
-            for item in group:
-                await self._apply_one(item)
-            return
+            for index, item in enumerate(group):
+                if not await self._apply_one(item):
+                    await give_back([later.raw for later in group[index + 1 :]], self._retry_delay(item.delivery))
+                    return False
+            return True
         for item in group:
             await item.raw.ack()
+        return True
 
     async def _apply(self, conn: Connection, item: _Work) -> list[Outgoing]:
         """Apply one event; the emitted events carry the trace context of the event that caused them."""
@@ -116,7 +128,7 @@ class Projection(PullConsumer):
                     await conn.execute(SAVE_OUTBOX, self.consumer, event.event_id, seq, event.tenant_id, payload)
             return [Outgoing(out, self._publisher.trace_headers()) for out in emitted]
 
-    async def _apply_one(self, item: _Work) -> None:
+    async def _apply_one(self, item: _Work) -> bool:
         try:
             async with tenant_transaction(self._pool, item.event.tenant_id) as conn:
                 outgoing = await self._apply(conn, item)
@@ -124,8 +136,13 @@ class Projection(PullConsumer):
         except Exception as error:  # any failure: retry with backoff, then dead-letter with the reason
             if item.delivery.num_delivered >= self._settings.max_deliver:
                 await self.dead_letter(item.raw, f"{type(error).__name__}: {error}")
-                return
+                return True
             log.warning("retrying %s in %s: %s", item.event.event_id, self.consumer, error)
-            await item.raw.nak(delay=min(0.2 * 2**item.delivery.num_delivered, 10.0))
-            return
+            await item.raw.nak(delay=self._retry_delay(item.delivery))
+            return False
         await item.raw.ack()
+        return True
+
+    @staticmethod
+    def _retry_delay(delivery: Delivery) -> float:
+        return float(min(0.2 * 2**delivery.num_delivered, 10.0))

@@ -3,13 +3,17 @@
 import nats
 from nats.aio.client import Client
 from nats.js import JetStreamContext
-from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import DiscardPolicy, RetentionPolicy, StorageType, StreamConfig, SubjectTransform
 from nats.js.errors import NotFoundError
 
 from cairn.events import STREAMS, StreamSpec
+from cairn.events.streams import PARTITION_SOURCE, partition_destination
 
 
 def stream_config(spec: StreamSpec) -> StreamConfig:
+    transform = (
+        SubjectTransform(src=PARTITION_SOURCE, dest=partition_destination(spec.partitions)) if spec.partitions else None
+    )
     return StreamConfig(
         name=spec.name,
         subjects=list(spec.subjects),
@@ -18,6 +22,7 @@ def stream_config(spec: StreamSpec) -> StreamConfig:
         discard=DiscardPolicy.OLD,
         duplicate_window=spec.duplicate_window_s,
         max_age=spec.max_age_s,
+        subject_transform=transform,
     )
 
 

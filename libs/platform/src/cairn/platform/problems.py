@@ -70,6 +70,13 @@ def validation_errors(exc: RequestValidationError) -> list[dict[str, str]]:
     return errors
 
 
+def validation_problem(exc: RequestValidationError) -> JSONResponse:
+    """The 422 answer to a request that failed validation, naming every failing field."""
+    errors = validation_errors(exc)
+    fields = ", ".join(e["field"] for e in errors)
+    return problem_response(422, f"The request is invalid: check {fields}.", errors)
+
+
 def install_problem_handlers(app: FastAPI) -> None:
     async def on_problem(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, Problem)
@@ -77,9 +84,7 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     async def on_validation(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        errors = validation_errors(exc)
-        fields = ", ".join(e["field"] for e in errors)
-        return problem_response(422, f"The request is invalid: check {fields}.", errors)
+        return validation_problem(exc)
 
     async def on_http(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)

@@ -10,6 +10,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import asyncpg
 import nats.errors
@@ -37,11 +38,32 @@ class Delivery:
         return cls(meta.sequence.stream, meta.num_delivered, raw.subject)
 
 
+class Consumer(Protocol):
+    """What a service runs in the background: a named loop over one stream, ended by cancellation."""
+
+    consumer: str
+    stream: str
+
+    async def run(self) -> None: ...
+
+
+async def give_back(messages: Sequence[Msg], delay: float | None = None) -> None:
+    for message in messages:
+        await message.nak(delay=delay)
+
+
 class PullConsumer:
     """Subclasses say what a batch means; this class fetches, dead-letters and survives outages."""
 
-    def __init__(self, consumer: str, stream: str, js: JetStreamContext, settings: NatsSettings) -> None:
-        self.consumer, self.stream = consumer, stream
+    def __init__(
+        self,
+        consumer: str,
+        stream: str,
+        js: JetStreamContext,
+        settings: NatsSettings,
+        filter_subject: str | None = None,
+    ) -> None:
+        self.consumer, self.stream, self.filter_subject = consumer, stream, filter_subject
         self._js, self._settings = js, settings
 
     async def process_batch(self, messages: Sequence[Msg]) -> None:
@@ -64,17 +86,34 @@ class PullConsumer:
 
     async def run(self) -> None:
         """Pull in batches and handle them in order, until cancelled."""
+        # nats-py sets the new consumer's filter from this subject, overriding `config.filter_subject`.
         subscription = await self._js.pull_subscribe(
-            "",
+            self.filter_subject or "",
             durable=self.consumer,
             stream=self.stream,
-            config=ConsumerConfig(ack_wait=self._settings.ack_wait_s, max_deliver=-1),
+            config=ConsumerConfig(
+                ack_wait=self._settings.ack_wait_s, max_deliver=-1, filter_subject=self.filter_subject
+            ),
         )
+        await self._let_strays_expire()
         try:
             while True:
                 await self._fetch_and_process(subscription)
         finally:  # an open pull request would hold the connection's drain for its whole timeout
             await subscription.unsubscribe()
+
+    async def _let_strays_expire(self) -> None:
+        """Messages a crashed holder fetched but never acked come back only after `ack_wait`, and before
+        any new message; fetching new ones meanwhile would apply later events first. So wait them out."""
+        info = await self._js.consumer_info(self.stream, self.consumer)
+        if info.num_ack_pending:
+            log.info(
+                "%s waits %.0fs for %d unacked messages to come back",
+                self.consumer,
+                self._settings.ack_wait_s,
+                info.num_ack_pending,
+            )
+            await asyncio.sleep(self._settings.ack_wait_s)
 
     async def _fetch_and_process(self, subscription: "JetStreamContext.PullSubscription") -> None:
         try:
@@ -83,6 +122,9 @@ class PullConsumer:
             return
         try:
             await self.process_batch(messages)
+        except asyncio.CancelledError:  # handing over: what we did not finish comes back at once, in order
+            await give_back([m for m in messages if not m.is_acked])
+            raise
         except (OSError, asyncpg.PostgresError, nats.errors.Error) as error:
             # Unacked messages come back after ack_wait; pause so an outage is not a busy loop.
             log.error("%s could not process a batch, will retry: %s", self.consumer, error)

@@ -21,7 +21,7 @@ from cairn.platform.auth import ApiKeys
 from cairn.platform.postgres import create_pool, ping
 from cairn.platform.problems import install_problem_handlers
 from cairn.platform.publisher import EventPublisher
-from cairn.platform.pull import PullConsumer
+from cairn.platform.pull import Consumer
 from cairn.platform.settings import ServiceSettings
 from cairn.platform.telemetry import setup_logging, setup_tracing
 
@@ -42,7 +42,7 @@ class Runtime:
 
 
 # Builds a service's stores into `runtime.extras` and returns the consumers it runs.
-Wiring = Callable[[Runtime], Sequence[PullConsumer]]
+Wiring = Callable[[Runtime], Sequence[Consumer]]
 
 
 def runtime_of(request: Request) -> Runtime:

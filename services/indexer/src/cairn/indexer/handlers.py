@@ -4,7 +4,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from cairn.events import Event, ResetBoundary, TranscriptAppended
+from cairn.events import Event, ResetBoundary, SessionCreated, SessionForked, TranscriptAppended
 from cairn.indexer import store
 from cairn.platform.consumer import Delivery, Handler
 from cairn.text import index_terms, to_tsvector_literal
@@ -33,13 +33,22 @@ async def on_appended(conn: Connection, event: TranscriptAppended, delivery: Del
                 event.ingest_seq,
             ),
         )
-    await store.advance(conn, event.tenant_id, event.ingest_seq)
+    await store.advance(conn, event.tenant_id, event.agent_id, event.ingest_seq)
     return []
 
 
-async def on_reset(conn: Connection, event: ResetBoundary, delivery: Delivery) -> Sequence[Event]:
-    await store.advance(conn, event.tenant_id, event.ingest_seq)
+async def on_position(
+    conn: Connection, event: ResetBoundary | SessionCreated | SessionForked, delivery: Delivery
+) -> Sequence[Event]:
+    """Events with nothing to index still carry an ingest position the index has now reached: a reset, a
+    console thread's creation, a fork (sent after its copied entries)."""
+    await store.advance(conn, event.tenant_id, event.agent_id, event.ingest_seq)
     return []
 
 
-HANDLERS: dict[type, Handler] = {TranscriptAppended: on_appended, ResetBoundary: on_reset}
+HANDLERS: dict[type, Handler] = {
+    TranscriptAppended: on_appended,
+    ResetBoundary: on_position,
+    SessionCreated: on_position,
+    SessionForked: on_position,
+}

@@ -1,18 +1,21 @@
-"""The command API: messages, session commands and tenant administration (API.md, command side)."""
+"""The command API for messages and tenant administration (API.md, command side)."""
 
 import secrets
-from typing import Any, Literal
+from collections.abc import Sequence
+from typing import Any
 
 from fastapi import APIRouter, Depends, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
-from cairn.events import INGEST_STREAM, InboundMessage, MessageReceived, SessionCommand
-from cairn.events.routing import RoutingConfig, RoutingError
-from cairn.ingest.domain import dedup_ids, new_api_key, received
+from cairn.events import INGEST_STREAM, InboundMessage, MessageReceived
+from cairn.events.routing import RoutingError
+from cairn.ingest.domain import dedup_ids, new_api_key, received, refusal, text_too_large
 from cairn.ingest.settings import IngestSettings
-from cairn.ingest.store import TenantStore
+from cairn.ingest.store import AgentConfigs, TenantStore
 from cairn.platform.auth import Tenant, bearer_token
-from cairn.platform.problems import Problem
+from cairn.platform.problems import Problem, problem_response, validation_problem
 from cairn.platform.publisher import EventPublisher
 from cairn.platform.runtime import runtime_of
 
@@ -20,9 +23,14 @@ router = APIRouter()
 _inbound = TypeAdapter(InboundMessage)
 
 
-def require_admin(request: Request) -> None:
+def settings_of(request: Request) -> IngestSettings:
     settings = runtime_of(request).settings
     assert isinstance(settings, IngestSettings)
+    return settings
+
+
+def require_admin(request: Request) -> None:
+    settings = settings_of(request)
     expected = settings.admin_token.get_secret_value() if settings.admin_token else ""
     if not expected or not secrets.compare_digest(bearer_token(request), expected):
         raise Problem(401, "This endpoint needs the admin token.")
@@ -52,18 +60,41 @@ class BatchResult(BaseModel):
     results: list[dict[str, Any]]
 
 
-class ResetRequest(BaseModel):
-    agent_id: str = Field(default="main", pattern=r"^[A-Za-z0-9_-]{1,64}$")
-    reason: Literal["new", "reset", "api"] = "api"
+def oversized_text(errors: Sequence[Any], max_bytes: int) -> Problem | None:
+    """A text over the model's hard character limit is 413 (too large), like one over the configured byte
+    limit, when it is the request's only problem."""
+    if len(errors) != 1:
+        return None
+    error = errors[0]
+    text = error.get("input")
+    if error.get("type") != "string_too_long" or tuple(error.get("loc", ()))[-1:] != ("text",):
+        return None
+    if not isinstance(text, str):
+        return None
+    message = text_too_large(len(text.encode()), len(text), max_bytes)
+    return Problem(413, f"The message text is too large: {message}.", [{"field": "text", "message": message}])
 
 
-class ResetAccepted(BaseModel):
-    position: str
+async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
+    """Installed on the ingest app: problem+json as everywhere, with 413 for an oversized message text."""
+    assert isinstance(exc, RequestValidationError)
+    if request.url.path.startswith("/v1/messages"):
+        problem = oversized_text(exc.errors(), settings_of(request).max_text_bytes)
+        if problem is not None:
+            return problem_response(problem.status, problem.detail, problem.errors)
+    return validation_problem(exc)
 
 
-def _event_for(tenant: str, message: InboundMessage) -> MessageReceived:
+async def _event_for(request: Request, tenant: str, message: InboundMessage) -> MessageReceived:
+    refused = refusal(message, settings_of(request).max_text_bytes)
+    if refused is not None:
+        detail = "The message text is too large" if refused.status == 413 else "The request is invalid"
+        raise Problem(
+            refused.status, f"{detail}: {refused.message}.", [{"field": refused.field, "message": refused.message}]
+        )
+    configs: AgentConfigs = runtime_of(request).extras["agent_configs"]
     try:
-        return received(tenant, message, RoutingConfig())
+        return received(tenant, message, await configs.routing(tenant, message.agent_id))
     except RoutingError as error:
         raise Problem(422, str(error), [{"field": error.field, "message": str(error)}]) from error
 
@@ -80,11 +111,19 @@ async def _publish_messages(publisher: EventPublisher, events: list[MessageRecei
     return accepted
 
 
+def _item_error(error: ValidationError, max_bytes: int) -> dict[str, Any]:
+    oversized = oversized_text(error.errors(), max_bytes)
+    if oversized is not None:
+        return {"error": {"status": oversized.status, "errors": oversized.errors}}
+    errors = [{"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in error.errors()]
+    return {"error": {"status": 422, "errors": errors}}
+
+
 @router.post("/v1/messages", status_code=202, response_model=Accepted, tags=["messages"])
 async def post_message(message: InboundMessage, tenant: Tenant, request: Request) -> Accepted:
     """Store one message said on a channel; answers once JetStream has it durably."""
     publisher = runtime_of(request).publisher
-    return (await _publish_messages(publisher, [_event_for(tenant, message)]))[0]
+    return (await _publish_messages(publisher, [await _event_for(request, tenant, message)]))[0]
 
 
 @router.post("/v1/messages/batch", status_code=202, response_model=BatchResult, tags=["messages"])
@@ -94,32 +133,15 @@ async def post_batch(batch: Batch, tenant: Tenant, request: Request) -> BatchRes
     events: list[tuple[int, MessageReceived]] = []
     for index, raw in enumerate(batch.messages):
         try:
-            events.append((index, _event_for(tenant, _inbound.validate_python(raw))))
+            events.append((index, await _event_for(request, tenant, _inbound.validate_python(raw))))
         except ValidationError as error:
-            results[index] = {
-                "error": {
-                    "status": 422,
-                    "errors": [
-                        {"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in error.errors()
-                    ],
-                }
-            }
+            results[index] = _item_error(error, settings_of(request).max_text_bytes)
         except Problem as problem:
             results[index] = {"error": {"status": problem.status, "errors": problem.errors or []}}
     accepted = await _publish_messages(runtime_of(request).publisher, [e for _, e in events])
     for (index, _), item in zip(events, accepted, strict=True):
         results[index] = item.model_dump()
     return BatchResult(accepted=len(accepted), results=results)
-
-
-@router.post("/v1/sessions/{session_key}/reset", status_code=202, response_model=ResetAccepted, tags=["sessions"])
-async def reset_session(session_key: str, body: ResetRequest, tenant: Tenant, request: Request) -> ResetAccepted:
-    """Start a fresh history window; nothing is deleted and the session id is kept."""
-    command = SessionCommand(
-        tenant_id=tenant, agent_id=body.agent_id, command="reset", session_key=session_key, reason=body.reason
-    )
-    published = await runtime_of(request).publisher.publish(command)
-    return ResetAccepted(position=str(published.seq))
 
 
 @router.post(

@@ -1,27 +1,36 @@
 """Composition root of the ingest service."""
 
 from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
 
-from cairn.ingest.api import router
+from cairn.ingest import agents_api, api, sessions_api
 from cairn.ingest.inbox import Inbox
+from cairn.ingest.sessions import SessionDirectory
 from cairn.ingest.settings import IngestSettings
-from cairn.ingest.store import TenantStore
+from cairn.ingest.store import AgentConfigs, TenantStore
 from cairn.platform.pull import PullConsumer
 from cairn.platform.runtime import Runtime, create_service_app, serve
 
 
 def create_app(settings: IngestSettings) -> FastAPI:
     def wire(runtime: Runtime) -> list[PullConsumer]:
+        configs = AgentConfigs(runtime.pool, settings.agent_config_cache_s)
         runtime.extras["tenants"] = TenantStore(runtime.pool)
-        return [Inbox(runtime.pool, runtime.publisher, settings.nats)]
+        runtime.extras["agent_configs"] = configs
+        runtime.extras["sessions"] = SessionDirectory(
+            runtime.pool, runtime.publisher.js, settings.session_lookup_wait_s
+        )
+        return [Inbox(runtime.pool, runtime.publisher, settings, configs)]
 
-    return create_service_app(
+    app = create_service_app(
         "ingest",
         settings,
-        routers=[router],
+        routers=[api.router, sessions_api.router, agents_api.router],
         wire=wire,
-        description="The write door: messages, session commands, memory writes, admin.",
+        description="The write door: messages, session commands, agent configs, memory writes, admin.",
     )
+    app.add_exception_handler(RequestValidationError, api.on_validation_error)
+    return app
 
 
 def main() -> None:

@@ -10,12 +10,13 @@ from nats.aio.msg import Msg
 from pydantic import ValidationError
 
 from cairn.events import INBOX_STREAM, InboundMessage
-from cairn.events.routing import RoutingConfig, RoutingError
-from cairn.ingest.domain import dedup_ids, received
+from cairn.events.routing import RoutingError
+from cairn.ingest.domain import dedup_ids, received, refusal
+from cairn.ingest.settings import IngestSettings
+from cairn.ingest.store import AgentConfigs
 from cairn.platform.postgres import tenant_transaction
 from cairn.platform.publisher import EventPublisher
 from cairn.platform.pull import PullConsumer
-from cairn.platform.settings import NatsSettings
 
 TENANT_EXISTS = "SELECT 1 FROM ingest.tenants WHERE tenant_id = $1"
 
@@ -30,9 +31,16 @@ def tenant_of(subject: str) -> str | None:
 
 
 class Inbox(PullConsumer):
-    def __init__(self, pool: "asyncpg.Pool[asyncpg.Record]", publisher: EventPublisher, settings: NatsSettings) -> None:
-        super().__init__("ingest", INBOX_STREAM, publisher.js, settings)
-        self._pool, self._publisher = pool, publisher
+    def __init__(
+        self,
+        pool: "asyncpg.Pool[asyncpg.Record]",
+        publisher: EventPublisher,
+        settings: IngestSettings,
+        configs: AgentConfigs,
+    ) -> None:
+        super().__init__("ingest", INBOX_STREAM, publisher.js, settings.nats)
+        self._pool, self._publisher, self._configs = pool, publisher, configs
+        self._max_text_bytes = settings.max_text_bytes
         self._known: set[str] = set()
 
     async def process_batch(self, messages: Sequence[Msg]) -> None:
@@ -47,7 +55,11 @@ class Inbox(PullConsumer):
         if tenant is None or not await self._tenant_exists(tenant):
             return f"no such tenant in subject {raw.subject!r}"
         try:
-            event = received(tenant, InboundMessage.model_validate_json(raw.data), RoutingConfig())
+            message = InboundMessage.model_validate_json(raw.data)
+            refused = refusal(message, self._max_text_bytes)
+            if refused is not None:
+                return f"refused message ({refused.status}): {refused.field}: {refused.message}"
+            event = received(tenant, message, await self._configs.routing(tenant, message.agent_id))
         except ValidationError as error:
             return f"invalid message: {error}"
         except RoutingError as error:

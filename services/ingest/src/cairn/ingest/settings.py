@@ -2,9 +2,21 @@
 
 from pydantic import Field, SecretStr
 
+from cairn.events.models import MAX_TEXT_CHARS
 from cairn.platform.settings import HttpSettings, ServiceSettings, http_defaults
 
 
 class IngestSettings(ServiceSettings):
     http: HttpSettings = Field(default_factory=http_defaults(8081))
     admin_token: SecretStr | None = Field(default=None, description="bearer token of the admin API")
+    # The message model's own character limit stays the hard bound: a text of MAX_TEXT_CHARS characters is
+    # at most four times as many bytes, so a larger byte limit could never be reached.
+    max_text_bytes: int = Field(
+        default=64 * 1024, ge=1, le=4 * MAX_TEXT_CHARS, description="largest message text, in UTF-8 bytes"
+    )
+    agent_config_cache_s: float = Field(
+        default=5.0, ge=0, description="how long a replica routes by a cached agent config (other replicas' PUTs)"
+    )
+    session_lookup_wait_s: float = Field(
+        default=5.0, ge=0, description="how long a fork waits for the session service to catch up before a 404"
+    )

@@ -93,7 +93,9 @@ async def search_sessions(body: SessionSearch, tenant: Tenant, request: Request)
     store, settings = _store(request), _settings(request)
     indexing = False
     if body.consistent_with is not None:
-        indexing = not await store.wait_for_index(tenant, int(body.consistent_with), settings.consistency_wait_s)
+        indexing = not await store.wait_for_index(
+            tenant, body.agent_id, int(body.consistent_with), settings.consistency_wait_s
+        )
     query = build_query(body.query)
     if query is None:
         return SessionSearchResult(results=[], truncated=False, indexing=indexing)

@@ -18,7 +18,7 @@ WHERE tenant_id = $1 AND agent_id = $2 AND terms @@ any_q
 ORDER BY score DESC, occurred_at DESC, message_id
 LIMIT $5
 """
-INDEXED_UP_TO = "SELECT ingest_seq FROM indexer.progress WHERE tenant_id = $1"
+INDEXED_UP_TO = "SELECT ingest_seq FROM indexer.progress WHERE tenant_id = $1 AND agent_id = $2"
 GET_DOCUMENT = """
 SELECT path, version, text, updated_at FROM consolidation.documents
 WHERE tenant_id = $1 AND agent_id = $2 AND path = $3 AND NOT deleted
@@ -61,12 +61,14 @@ class ReadStore:
             for r in rows
         ]
 
-    async def wait_for_index(self, tenant: str, position: int, bound_s: float) -> bool:
-        """Wait (bounded) until the index covers ingest position `position`; False when the bound is hit."""
+    async def wait_for_index(self, tenant: str, agent: str, position: int, bound_s: float) -> bool:
+        """Wait (bounded) until the agent's index covers ingest position `position`; False at the bound.
+
+        Per agent: each (tenant, agent) is applied in order, but agents progress independently."""
         deadline = time.monotonic() + bound_s
         while True:
             async with tenant_transaction(self._pool, tenant) as conn:
-                reached = await conn.fetchval(INDEXED_UP_TO, tenant)
+                reached = await conn.fetchval(INDEXED_UP_TO, tenant, agent)
             if reached is not None and reached >= position:
                 return True
             if time.monotonic() >= deadline:

@@ -3,16 +3,27 @@
 from fastapi import FastAPI
 
 from cairn.events import INGEST_STREAM
+from cairn.events.streams import INGEST_PARTITIONS, partition_filter
 from cairn.platform.consumer import Projection
+from cairn.platform.leases import PartitionLeases
+from cairn.platform.partitioned import PartitionedConsumers
+from cairn.platform.pull import Consumer
 from cairn.platform.runtime import Runtime, create_service_app, serve
 from cairn.session.handlers import build_handlers
 from cairn.session.settings import SessionSettings
 
 
 def create_app(settings: SessionSettings) -> FastAPI:
-    def wire(runtime: Runtime) -> list[Projection]:
-        handlers = build_handlers(settings)
-        return [Projection("session", INGEST_STREAM, handlers, runtime.pool, runtime.publisher, settings.nats)]
+    handlers = build_handlers(settings)
+
+    def wire(runtime: Runtime) -> list[Consumer]:
+        def partition(number: int) -> Projection:
+            return Projection(f"session-p{number}", INGEST_STREAM, handlers, runtime.pool, runtime.publisher,
+                              settings.nats, filter_subject=partition_filter(number))  # fmt: skip
+
+        # One writer per (tenant, agent) partition across replicas keeps every session's order.
+        leases = PartitionLeases(runtime.redis, "session", INGEST_PARTITIONS, settings.partition_lease_s)
+        return [PartitionedConsumers(leases, INGEST_STREAM, partition)]
 
     return create_service_app(
         "session", settings, wire=wire, description="Owns sessions and transcripts; health only over HTTP."

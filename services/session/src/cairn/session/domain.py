@@ -24,8 +24,15 @@ class Window:
     flagged: bool  # compaction-imminent already sent in this cycle
 
 
-def crosses_compaction(window: Window, config: CompactionSettings) -> bool:
+def threshold_tokens(config: CompactionSettings, context_window: int | None = None) -> int:
+    """The compaction threshold for an agent's context window; the service's window when it has none."""
+    if context_window is None:
+        return config.threshold_tokens
+    return config.model_copy(update={"context_window": context_window}).threshold_tokens
+
+
+def crosses_compaction(window: Window, config: CompactionSettings, context_window: int | None = None) -> bool:
     """True exactly once per cycle: when the window first reaches the token or byte limit."""
     if window.flagged:
         return False
-    return window.tokens >= config.threshold_tokens or window.bytes >= config.max_transcript_bytes
+    return window.tokens >= threshold_tokens(config, context_window) or window.bytes >= config.max_transcript_bytes

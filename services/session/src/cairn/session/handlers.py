@@ -3,12 +3,14 @@
 Handlers work through the `Transcripts` port, so unit tests run them against an in-memory twin.
 """
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from cairn.events import (
+    AgentConfigured,
     CompactionImminent,
     Envelope,
     Event,
@@ -16,15 +18,18 @@ from cairn.events import (
     ResetBoundary,
     SessionCommand,
     SessionCreated,
+    SessionForked,
     TranscriptAppended,
     utc_now,
 )
 from cairn.events.models import ChatType, ResetReason
 from cairn.events.routing import is_reset_command
 from cairn.platform.consumer import Delivery, Handler
-from cairn.session.domain import Window, crosses_compaction, estimate_tokens
+from cairn.session.domain import Window, crosses_compaction, estimate_tokens, threshold_tokens
 from cairn.session.settings import SessionSettings
-from cairn.session.store import Entry, PostgresTranscripts, SessionRow, Transcripts
+from cairn.session.store import CopiedMessage, Entry, ForkSource, PostgresTranscripts, SessionRow, Transcripts
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -91,12 +96,13 @@ class SessionHandlers:
         window = Window(
             session.window_tokens + tokens, session.window_bytes + len(msg.text.encode()), session.compaction_flagged
         )
-        if crosses_compaction(window, self.settings.compaction):
+        if crosses_compaction(window, self.settings.compaction, session.context_window):
             await store.flag_compaction(tenant, session)
             emitted.append(CompactionImminent(
                 tenant_id=tenant, agent_id=event.agent_id, causation_id=event.event_id, session_key=key,
                 session_id=session.session_id, cycle=session.compaction_cycle, estimated_tokens=window.tokens,
-                transcript_bytes=window.bytes, threshold_tokens=self.settings.compaction.threshold_tokens,
+                transcript_bytes=window.bytes,
+                threshold_tokens=threshold_tokens(self.settings.compaction, session.context_window),
             ))  # fmt: skip
         return emitted
 
@@ -127,10 +133,97 @@ class SessionHandlers:
         return await self.reset(store, event, request)
 
     async def on_command(self, store: Transcripts, event: SessionCommand, ingest_seq: int) -> list[Event]:
-        if event.command != "reset":
-            return []  # console threads and forks arrive with the session work (issue 3)
-        request = ResetRequest(event.session_key, event.reason, "api", "direct", None, event.occurred_at, ingest_seq)
-        return await self.reset(store, event, request)
+        if event.command == "reset":
+            request = ResetRequest(
+                event.session_key, event.reason, "api", "direct", None, event.occurred_at, ingest_seq
+            )
+            return await self.reset(store, event, request)
+        if event.session_id is None or event.incognito:
+            # Ingest always names the new session; incognito threads are never persisted (ingest refuses
+            # them for now), so there is nothing to write for either.
+            return []
+        if event.command == "fork":
+            return await self.fork(store, event, ingest_seq)
+        return await self.create(store, event, ingest_seq)
+
+    async def _open_child(
+        self, store: Transcripts, event: SessionCommand, session_id: str
+    ) -> tuple[SessionRow, SessionRow | None]:
+        """The new session with the id ingest chose, and the parent it comes from, when there is one."""
+        tenant, agent = event.tenant_id, event.agent_id
+        parent = await store.find_session(tenant, agent, event.parent_session_key) if event.parent_session_key else None
+        if event.parent_session_key and parent is None:  # ingest checked it; only a replay can find it gone
+            log.warning("session %s: parent %s not found, starting empty", event.session_key, event.parent_session_key)
+        child = await store.create_session(
+            tenant, agent, event.session_key, session_id, event.chat_type, event.channel,
+            parent.session_id if parent else None,
+        )  # fmt: skip
+        return child, parent
+
+    def _session_created(
+        self, event: SessionCommand, child: SessionRow, parent: SessionRow | None, ingest_seq: int | None
+    ) -> SessionCreated:
+        return SessionCreated(
+            tenant_id=event.tenant_id, agent_id=event.agent_id, causation_id=event.event_id,
+            session_key=event.session_key, session_id=child.session_id, chat_type=event.chat_type,
+            channel=event.channel, parent_session_id=parent.session_id if parent else None, ingest_seq=ingest_seq,
+        )  # fmt: skip
+
+    async def create(self, store: Transcripts, event: SessionCommand, ingest_seq: int) -> list[Event]:
+        """A console thread: an empty session under the key and id ingest chose (a child when it has a parent)."""
+        assert event.session_id is not None
+        child, parent = await self._open_child(store, event, event.session_id)
+        return [self._session_created(event, child, parent, ingest_seq)] if child.created else []
+
+    async def fork(self, store: Transcripts, event: SessionCommand, ingest_seq: int) -> list[Event]:
+        """A child session whose history is a copy of the parent's window (up to a message); the parent is
+        untouched. `session.forked` comes last, so whoever has seen it has seen the copied entries."""
+        assert event.session_id is not None
+        child, parent = await self._open_child(store, event, event.session_id)
+        if not child.created:
+            return []
+        if parent is None or event.parent_session_key is None:
+            return [self._session_created(event, child, None, ingest_seq)]
+        source = await self._fork_source(store, event, parent)
+        copied = await store.copy_messages(event.tenant_id, parent, source, child, event.recorded_at, ingest_seq)
+        forked = SessionForked(
+            tenant_id=event.tenant_id, agent_id=event.agent_id, causation_id=event.event_id,
+            session_key=event.session_key, session_id=child.session_id, parent_session_key=event.parent_session_key,
+            parent_session_id=parent.session_id, from_position=source.up_to_position, ingest_seq=ingest_seq,
+        )  # fmt: skip
+        appended = [self._copied(event, child, message) for message in copied]
+        return [self._session_created(event, child, parent, None), *appended, forked]
+
+    @staticmethod
+    async def _fork_source(store: Transcripts, event: SessionCommand, parent: SessionRow) -> ForkSource:
+        """The parent's current window by default; up to `from_message_id`, in whichever window holds it."""
+        if event.from_message_id is None:
+            return ForkSource(parent.reset_index, parent.last_position)
+        found = await store.find_message(event.tenant_id, parent, event.from_message_id)
+        if found is None:  # ingest checked it; only a replay can find it gone: copy nothing rather than too much
+            log.warning("fork %s: message %s not found in the parent", event.session_key, event.from_message_id)
+            return ForkSource(parent.reset_index, 0)
+        return found
+
+    @staticmethod
+    def _copied(event: SessionCommand, child: SessionRow, message: CopiedMessage) -> Event:
+        """A copied entry carries no ingest position: the index reaches the fork's position only with
+        `session.forked`, once every copy is indexed, not with the first copy."""
+        return TranscriptAppended(
+            tenant_id=event.tenant_id, agent_id=event.agent_id, causation_id=event.event_id,
+            occurred_at=message.occurred_at, recorded_at=event.recorded_at, session_key=event.session_key,
+            session_id=child.session_id, position=message.position, reset_index=0, message_id=message.message_id,
+            role=message.role, text=message.text, sender_name=message.sender_name, peer_id=message.peer_id,
+            channel=message.channel, chat_type=event.chat_type, token_estimate=message.token_estimate,
+        )  # fmt: skip
+
+    async def on_configured(self, store: Transcripts, event: AgentConfigured) -> list[Event]:
+        """Keep what this service needs of the agent's config: its context window and reset policy."""
+        config = event.config
+        await store.save_agent_settings(
+            event.tenant_id, event.agent_id, event.version, config.context_window, config.reset
+        )
+        return []
 
 
 def build_handlers(
@@ -145,4 +238,7 @@ def build_handlers(
     async def on_command(conn: Any, event: SessionCommand, delivery: Delivery) -> Sequence[Event]:
         return await handlers.on_command(store_for(conn), event, delivery.stream_seq)
 
-    return {MessageReceived: on_message, SessionCommand: on_command}
+    async def on_configured(conn: Any, event: AgentConfigured, delivery: Delivery) -> Sequence[Event]:
+        return await handlers.on_configured(store_for(conn), event)
+
+    return {MessageReceived: on_message, SessionCommand: on_command, AgentConfigured: on_configured}

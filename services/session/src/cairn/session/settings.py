@@ -24,3 +24,4 @@ class SessionSettings(ServiceSettings):
     http: HttpSettings = Field(default_factory=http_defaults(8082))
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     snapshot_messages: int = Field(default=15, ge=1, description="messages carried with a reset boundary")
+    partition_lease_s: float = Field(default=10.0, gt=1, description="how long a dead replica keeps its partitions")

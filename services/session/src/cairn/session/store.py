@@ -9,18 +9,51 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from cairn.events import ResetPolicy
 from cairn.events.models import TranscriptLine
 
 CREATE_SESSION = """
-INSERT INTO session.sessions (tenant_id, agent_id, session_key, session_id, chat_type, channel)
-VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO session.sessions (tenant_id, agent_id, session_key, session_id, chat_type, channel, parent_session_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (tenant_id, agent_id, session_key) DO NOTHING
 RETURNING session_id
 """
+# The agent's context window rides along, so compaction needs no second query per message.
 LOCK_SESSION = """
-SELECT session_id, last_position, reset_index, window_tokens, window_bytes, compaction_flagged, compaction_cycle
+SELECT session_id, last_position, reset_index, window_tokens, window_bytes, compaction_flagged, compaction_cycle,
+    (SELECT context_window FROM session.agent_settings a WHERE a.tenant_id = $1 AND a.agent_id = $2) AS context_window
 FROM session.sessions WHERE tenant_id = $1 AND agent_id = $2 AND session_key = $3
 FOR UPDATE
+"""
+# Our message id (a uuid) or the adapter's id.
+FIND_MESSAGE = """
+SELECT position, reset_index FROM session.entries
+WHERE tenant_id = $1 AND session_id = $2 AND kind = 'message' AND (message_id = $3 OR external_id = $4)
+"""
+# A fork's history: the parent window's messages up to a position, renumbered from 1 under new ids. The
+# adapter ids stay with the parent (they are its idempotency keys); event time is kept.
+COPY_WINDOW = """
+INSERT INTO session.entries (tenant_id, session_id, position, kind, message_id, channel, external_id, role, text,
+    sender_name, peer_id, reset_index, token_estimate, occurred_at, recorded_at, ingest_seq)
+SELECT $1, $5, row_number() OVER (ORDER BY position), 'message', gen_random_uuid(), channel, NULL, role, text,
+    sender_name, peer_id, 0, token_estimate, occurred_at, $6, $7
+FROM session.entries
+WHERE tenant_id = $1 AND session_id = $2 AND reset_index = $3 AND kind = 'message' AND position <= $4
+RETURNING position, message_id, channel, role, text, sender_name, peer_id, token_estimate, occurred_at
+"""
+ADVANCE_COPY = """
+UPDATE session.sessions SET last_position = $3, message_count = $3, window_tokens = $4, window_bytes = $5,
+    updated_at = now()
+WHERE tenant_id = $1 AND session_id = $2
+"""
+# Versions only move forward: a re-published older config never overwrites a newer one.
+SAVE_AGENT_SETTINGS = """
+INSERT INTO session.agent_settings (tenant_id, agent_id, context_window, reset_policy, config_version)
+VALUES ($1, $2, $3, $4::jsonb, $5)
+ON CONFLICT (tenant_id, agent_id) DO UPDATE
+SET context_window = excluded.context_window, reset_policy = excluded.reset_policy,
+    config_version = excluded.config_version, updated_at = now()
+WHERE session.agent_settings.config_version <= excluded.config_version
 """
 FIND_EXTERNAL = "SELECT 1 FROM session.entries WHERE tenant_id = $1 AND channel = $2 AND external_id = $3"
 INSERT_ENTRY = """
@@ -59,6 +92,7 @@ class SessionRow:
     compaction_flagged: bool
     compaction_cycle: int
     created: bool
+    context_window: int | None = None  # the agent's, when it configured one
 
 
 @dataclass(frozen=True)
@@ -78,6 +112,29 @@ class Entry:
     token_estimate: int = 0
 
 
+@dataclass(frozen=True)
+class CopiedMessage:
+    """A message as copied into a forked session: new position and id, the parent's text and event time."""
+
+    position: int
+    message_id: str
+    channel: str
+    role: str
+    text: str
+    sender_name: str | None
+    peer_id: str | None
+    token_estimate: int
+    occurred_at: datetime
+
+
+@dataclass(frozen=True)
+class ForkSource:
+    """Which of the parent's entries a fork copies: the messages of one window up to a position."""
+
+    reset_index: int
+    up_to_position: int
+
+
 class Transcripts(Protocol):
     async def open_session(self, tenant: str, agent: str, key: str, chat_type: str, channel: str) -> SessionRow:
         """The session under `key`, locked for this unit of work; created with a new id when there is none."""
@@ -93,18 +150,90 @@ class Transcripts(Protocol):
 
     async def window_tail(self, tenant: str, session: SessionRow, limit: int) -> tuple[TranscriptLine, ...]: ...
 
+    async def find_session(self, tenant: str, agent: str, key: str) -> SessionRow | None:
+        """The session under `key`, locked for this unit of work; None when there is none."""
+        ...
+
+    async def create_session(
+        self, tenant: str, agent: str, key: str, session_id: str, chat_type: str, channel: str, parent_id: str | None
+    ) -> SessionRow:
+        """A session with exactly this id, locked; `created` is False when the key already had one."""
+        ...
+
+    async def find_message(self, tenant: str, session: SessionRow, message_id: str) -> ForkSource | None:
+        """Where a message (our id or the adapter's) sits: its window and position."""
+        ...
+
+    async def copy_messages(
+        self,
+        tenant: str,
+        parent: SessionRow,
+        source: ForkSource,
+        child: SessionRow,
+        recorded_at: datetime,
+        ingest_seq: int,
+    ) -> list[CopiedMessage]:
+        """Copy the source's messages into the empty `child` from position 1, in order; advance the child."""
+        ...
+
+    async def save_agent_settings(
+        self, tenant: str, agent: str, version: int, context_window: int | None, reset: ResetPolicy
+    ) -> None: ...
+
 
 class PostgresTranscripts:
     def __init__(self, conn: Any) -> None:
         self._conn = conn
 
     async def open_session(self, tenant: str, agent: str, key: str, chat_type: str, channel: str) -> SessionRow:
-        created = await self._conn.fetchval(CREATE_SESSION, tenant, agent, key, uuid.uuid4(), chat_type, channel)
+        return await self.create_session(tenant, agent, key, str(uuid.uuid4()), chat_type, channel, None)
+
+    async def find_session(self, tenant: str, agent: str, key: str) -> SessionRow | None:
         row = await self._conn.fetchrow(LOCK_SESSION, tenant, agent, key)
-        return SessionRow(
-            str(row["session_id"]), row["last_position"], row["reset_index"], row["window_tokens"],
-            row["window_bytes"], row["compaction_flagged"], row["compaction_cycle"], created is not None,
+        return _session_row(row, created=False) if row else None
+
+    async def create_session(
+        self, tenant: str, agent: str, key: str, session_id: str, chat_type: str, channel: str, parent_id: str | None
+    ) -> SessionRow:
+        parent = uuid.UUID(parent_id) if parent_id else None
+        created = await self._conn.fetchval(
+            CREATE_SESSION, tenant, agent, key, uuid.UUID(session_id), chat_type, channel, parent
+        )
+        return _session_row(await self._conn.fetchrow(LOCK_SESSION, tenant, agent, key), created=created is not None)
+
+    async def find_message(self, tenant: str, session: SessionRow, message_id: str) -> ForkSource | None:
+        row = await self._conn.fetchrow(
+            FIND_MESSAGE, tenant, uuid.UUID(session.session_id), _as_uuid(message_id), message_id
+        )
+        return ForkSource(row["reset_index"], row["position"]) if row else None
+
+    async def copy_messages(
+        self,
+        tenant: str,
+        parent: SessionRow,
+        source: ForkSource,
+        child: SessionRow,
+        recorded_at: datetime,
+        ingest_seq: int,
+    ) -> list[CopiedMessage]:
+        child_id = uuid.UUID(child.session_id)
+        rows = await self._conn.fetch(
+            COPY_WINDOW, tenant, uuid.UUID(parent.session_id), source.reset_index, source.up_to_position, child_id,
+            recorded_at, ingest_seq,
         )  # fmt: skip
+        copied = sorted(
+            (CopiedMessage(r["position"], str(r["message_id"]), r["channel"], r["role"], r["text"], r["sender_name"],
+                           r["peer_id"], r["token_estimate"], r["occurred_at"]) for r in rows),
+            key=lambda c: c.position,
+        )  # fmt: skip
+        tokens, size = sum(c.token_estimate for c in copied), sum(len(c.text.encode()) for c in copied)
+        await self._conn.execute(ADVANCE_COPY, tenant, child_id, len(copied), tokens, size)
+        return copied
+
+    async def save_agent_settings(
+        self, tenant: str, agent: str, version: int, context_window: int | None, reset: ResetPolicy
+    ) -> None:
+        await self._conn.execute(SAVE_AGENT_SETTINGS, tenant, agent, context_window, reset.model_dump_json(), version)
 
     async def has_external_id(self, tenant: str, channel: str, external_id: str | None) -> bool:
         if external_id is None:
@@ -136,3 +265,17 @@ class PostgresTranscripts:
                            sender_name=r["sender_name"], occurred_at=r["occurred_at"])
             for r in rows
         )  # fmt: skip
+
+
+def _session_row(row: Any, created: bool) -> SessionRow:
+    return SessionRow(
+        str(row["session_id"]), row["last_position"], row["reset_index"], row["window_tokens"], row["window_bytes"],
+        row["compaction_flagged"], row["compaction_cycle"], created, row["context_window"],
+    )  # fmt: skip
+
+
+def _as_uuid(value: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(value)
+    except ValueError:
+        return None

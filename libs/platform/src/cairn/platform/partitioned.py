@@ -1,0 +1,63 @@
+"""A consumer group split into partitions, each run by exactly one replica at a time.
+
+The replica runs a `PullConsumer` for every partition it holds a lease on (see `leases.py`), stops
+the ones it loses or gives up (unfinished messages go back at once, in order) and keeps going when
+Redis is briefly away — by running nothing, since it can no longer be sure it is the only writer.
+"""
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from redis.exceptions import RedisError
+
+from cairn.platform.leases import PartitionLeases
+from cairn.platform.pull import PullConsumer
+
+log = logging.getLogger(__name__)
+
+
+class PartitionedConsumers:
+    def __init__(
+        self, leases: PartitionLeases, stream: str, make: Callable[[int], PullConsumer], interval_s: float = 2.0
+    ) -> None:
+        self.consumer, self.stream = leases.group, stream
+        self._leases, self._make, self._interval = leases, make, interval_s
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+
+    @property
+    def running(self) -> set[int]:
+        return {p for p, task in self._tasks.items() if not task.done()}
+
+    async def run(self) -> None:
+        try:
+            while True:
+                await self._rebalance()
+                await asyncio.sleep(self._interval)
+        finally:
+            await self._stop(set(self._tasks))
+            await self._leases.leave()
+
+    async def _rebalance(self) -> None:
+        try:
+            held, surplus = await self._leases.tick()
+        except (RedisError, OSError) as error:
+            log.error("%s cannot reach Redis, pausing its partitions: %s", self.consumer, error)
+            await self._stop(set(self._tasks))
+            return
+        await self._stop({p for p in self._tasks if p not in held or p in surplus or self._tasks[p].done()})
+        for partition in surplus:
+            await self._leases.release(partition)
+        for partition in sorted(held - surplus - set(self._tasks)):
+            log.info("%s runs partition %d", self.consumer, partition)
+            self._tasks[partition] = asyncio.create_task(
+                self._make(partition).run(), name=f"{self.consumer}-{partition}"
+            )
+
+    async def _stop(self, partitions: set[int]) -> None:
+        tasks = [self._tasks.pop(p) for p in partitions if p in self._tasks]
+        for task in tasks:
+            task.cancel()
+        for task, outcome in zip(tasks, await asyncio.gather(*tasks, return_exceptions=True), strict=True):
+            if isinstance(outcome, Exception):
+                log.error("%s stopped with an error", task.get_name(), exc_info=outcome)

@@ -1,0 +1,125 @@
+"""Session commands: console threads, forks and resets (API.md, command side).
+
+The session service applies them. Ingest chooses a new session's key and id, so it can answer 201 at
+once, and checks that a parent (and a fork's message) exists, since the session service cannot answer
+HTTP: an unknown key, another tenant's included, is a 404.
+"""
+
+import uuid
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Path, Request
+from pydantic import BaseModel, Field
+
+from cairn.events import SessionCommand
+from cairn.events.envelope import TOKEN_PATTERN
+from cairn.events.models import ChatType
+from cairn.ingest.domain import SESSION_KEY_PATTERN, console_thread_key
+from cairn.ingest.sessions import KnownSession, SessionDirectory
+from cairn.platform.auth import Tenant
+from cairn.platform.problems import Problem
+from cairn.platform.runtime import runtime_of
+
+router = APIRouter(tags=["sessions"])
+SessionKey = Annotated[str, Path(pattern=SESSION_KEY_PATTERN, description="at most 512 characters, no whitespace")]
+AgentId = Annotated[str, Field(pattern=TOKEN_PATTERN)]
+# Incognito threads must live in memory only (never in JetStream, Postgres or an index): not built yet.
+INCOGNITO_UNSUPPORTED = "incognito threads are not supported yet"
+
+
+class NewSession(BaseModel):
+    agent_id: AgentId = "main"
+    incognito: bool = False
+    parent_session_key: str | None = Field(default=None, pattern=SESSION_KEY_PATTERN)
+    fork: bool = Field(default=False, description="start with the parent's current window (needs the parent)")
+
+
+class ForkRequest(BaseModel):
+    agent_id: AgentId = "main"
+    from_message_id: str | None = Field(
+        default=None, min_length=1, max_length=256, description="copy up to this message (ours or the adapter's id)"
+    )
+
+
+class CreatedSession(BaseModel):
+    session_key: str
+    session_id: str
+    position: str = Field(description="the command's position: pass it as consistent_with to a search")
+
+
+class ResetRequest(BaseModel):
+    agent_id: AgentId = "main"
+    reason: Literal["new", "reset", "api"] = "api"
+
+
+class ResetAccepted(BaseModel):
+    position: str
+
+
+def _invalid(field: str, message: str) -> Problem:
+    return Problem(422, f"The request is invalid: {message}.", [{"field": field, "message": message}])
+
+
+async def _existing(request: Request, tenant: str, agent: str, key: str) -> KnownSession:
+    directory: SessionDirectory = runtime_of(request).extras["sessions"]
+    found = await directory.session(tenant, agent, key)
+    if found is None:
+        raise Problem(404, f"There is no session {key!r} for agent {agent!r}.")
+    return found
+
+
+async def _start(
+    request: Request,
+    tenant: str,
+    agent: str,
+    command: Literal["create", "fork"],
+    chat_type: ChatType,
+    parent_session_key: str | None = None,
+    from_message_id: str | None = None,
+) -> CreatedSession:
+    key, session_id = console_thread_key(agent), str(uuid.uuid4())
+    event = SessionCommand(
+        tenant_id=tenant, agent_id=agent, command=command, session_key=key, session_id=session_id,
+        chat_type=chat_type, channel="dashboard", parent_session_key=parent_session_key,
+        from_message_id=from_message_id,
+    )  # fmt: skip
+    published = await runtime_of(request).publisher.publish(event)
+    return CreatedSession(session_key=key, session_id=session_id, position=str(published.seq))
+
+
+@router.post("/v1/sessions", status_code=201, response_model=CreatedSession)
+async def create_session(body: NewSession, tenant: Tenant, request: Request) -> CreatedSession:
+    """Start a console thread, empty or (with `fork`) holding its parent's current window."""
+    if body.incognito:
+        raise _invalid("incognito", INCOGNITO_UNSUPPORTED)
+    if body.parent_session_key is None:
+        if body.fork:
+            raise _invalid("parent_session_key", "a fork needs parent_session_key")
+        return await _start(request, tenant, body.agent_id, "create", "direct")
+    parent = await _existing(request, tenant, body.agent_id, body.parent_session_key)
+    if body.fork:
+        return await _start(request, tenant, body.agent_id, "fork", parent.chat_type, body.parent_session_key)
+    return await _start(request, tenant, body.agent_id, "create", "direct", body.parent_session_key)
+
+
+@router.post("/v1/sessions/{session_key}/fork", status_code=201, response_model=CreatedSession)
+async def fork_session(session_key: SessionKey, body: ForkRequest, tenant: Tenant, request: Request) -> CreatedSession:
+    """A child console thread holding the parent's current window (up to `from_message_id`); the parent is
+    untouched."""
+    parent = await _existing(request, tenant, body.agent_id, session_key)
+    if body.from_message_id is not None:
+        directory: SessionDirectory = runtime_of(request).extras["sessions"]
+        if not await directory.has_message(tenant, parent.session_id, body.from_message_id):
+            raise _invalid("from_message_id", f"no message {body.from_message_id!r} in session {session_key!r}")
+    return await _start(request, tenant, body.agent_id, "fork", parent.chat_type, session_key, body.from_message_id)
+
+
+@router.post("/v1/sessions/{session_key}/reset", status_code=202, response_model=ResetAccepted)
+async def reset_session(session_key: SessionKey, body: ResetRequest, tenant: Tenant, request: Request) -> ResetAccepted:
+    """Start a fresh history window; nothing is deleted and the session id is kept (a key with no session
+    yet gets one)."""
+    command = SessionCommand(
+        tenant_id=tenant, agent_id=body.agent_id, command="reset", session_key=session_key, reason=body.reason
+    )
+    published = await runtime_of(request).publisher.publish(command)
+    return ResetAccepted(position=str(published.seq))

@@ -1,0 +1,141 @@
+"""Session history and listing (API.md, query side): routes only; the rules live in `history`."""
+
+import uuid
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Query, Request, Response
+from pydantic import AwareDatetime, BaseModel
+
+from cairn.platform.auth import Tenant
+from cairn.platform.problems import Problem
+from cairn.platform.runtime import runtime_of
+from cairn.recall.history import (
+    BadCursor,
+    Cursor,
+    HistoryPage,
+    HistoryWindow,
+    PageRequest,
+    build_page,
+    choose_window,
+    decode_cursor,
+    encode_cursor,
+    is_incognito,
+    roles_shown,
+)
+from cairn.recall.history_queries import HistoryReads, HistoryStore, SessionFilter, SessionHead
+from cairn.recall.settings import RecallSettings
+
+router = APIRouter(tags=["sessions"])
+AgentId = Annotated[str, Query(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+SessionKey = Annotated[str, Path(min_length=1, max_length=512)]
+_PROBLEM_JSON: dict[str, Any] = {"application/problem+json": {}}
+PROBLEMS: dict[int | str, dict[str, Any]] = {
+    404: {"description": "No such session (or message) for this tenant", "content": _PROBLEM_JSON},
+    422: {"description": "A query parameter is invalid; `errors` names it", "content": _PROBLEM_JSON},
+}
+
+
+class SessionSummary(BaseModel):
+    session_key: str
+    session_id: str
+    chat_type: str
+    channel: str
+    status: str
+    message_count: int
+    window_tokens: int
+    compaction_count: int
+    parent_session_id: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class SessionList(BaseModel):
+    sessions: list[SessionSummary]
+    next_cursor: str | None
+
+
+def _store(request: Request) -> HistoryStore:
+    store: HistoryStore = runtime_of(request).extras["history"]
+    return store
+
+
+def _settings(request: Request) -> RecallSettings:
+    settings = runtime_of(request).settings
+    assert isinstance(settings, RecallSettings)
+    return settings
+
+
+async def _open_session(reads: HistoryReads, agent_id: str, key: str, session_id: uuid.UUID | None) -> SessionHead:
+    """Another tenant's key is as unknown as a key never used: 404 either way, never a 403."""
+    session = None if is_incognito(key) else await reads.session(agent_id, key)
+    if session is None:
+        raise Problem(404, f"No session {key!r} for agent {agent_id!r}.")
+    if session_id is not None and str(session_id) != session.session_id:
+        raise Problem(
+            404,
+            f"Session {key!r} now points to {session.session_id}; reading an earlier session id of a key "
+            "is not supported yet. Leave out session_id to read the current one.",
+        )
+    return session
+
+
+@router.get("/v1/sessions/{session_key:path}/history", response_model=HistoryPage, responses=PROBLEMS)
+async def history(
+    session_key: SessionKey,
+    tenant: Tenant,
+    request: Request,
+    agent_id: AgentId = "main",
+    session_id: uuid.UUID | None = None,
+    message_id: Annotated[str | None, Query(min_length=1, max_length=256)] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
+    include_tools: bool = False,
+) -> Response:
+    """A session's messages, newest page first: the latest window, or the closed window of `message_id`.
+
+    Redacted, at most 4000 characters per text and 80 KB per response; page back with `next_offset`.
+    """
+    roles = roles_shown(include_tools)
+    async with _store(request).reader(tenant) as reads:
+        session = await _open_session(reads, agent_id, session_key, session_id)
+        anchor = await reads.anchor_window(session.session_id, message_id) if message_id else None
+        if message_id and anchor is None:
+            raise Problem(404, f"No message {message_id!r} in session {session_key!r}.")
+        window = choose_window(session.reset_index, anchor)
+        rows = await reads.newest_messages(session.session_id, window, roles, limit + 1, offset)
+        earlier = await reads.has_earlier_windows(session.session_id, window, roles)
+    settings = _settings(request)
+    page = PageRequest(
+        session_key, session.session_id, HistoryWindow(reset_index=window, has_earlier_windows=earlier),
+        limit, offset, settings.history_max_bytes, settings.history_text_chars,
+    )  # fmt: skip
+    _, body = build_page(page, rows)
+    return Response(body, media_type="application/json")
+
+
+def _cursor(token: str | None) -> Cursor | None:
+    try:
+        return decode_cursor(token) if token else None
+    except BadCursor as error:
+        raise Problem(422, f"The cursor is invalid: {error}.", [{"field": "cursor", "message": str(error)}]) from error
+
+
+@router.get("/v1/sessions", response_model=SessionList, responses=PROBLEMS)
+async def list_sessions(
+    tenant: Tenant,
+    request: Request,
+    agent_id: AgentId = "main",
+    chat_type: Literal["direct", "group", "channel"] | None = None,
+    status: Literal["active", "dormant", "archived"] | None = None,
+    updated_since: AwareDatetime | None = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    cursor: Annotated[str | None, Query(max_length=2048)] = None,
+) -> SessionList:
+    """An agent's sessions, most recently updated first, with cursor paging."""
+    where = SessionFilter(agent_id, chat_type, status, updated_since, _cursor(cursor))
+    rows = await _store(request).sessions(tenant, where, limit + 1)
+    sessions = [SessionSummary(**row) for row in rows[:limit]]
+    last = sessions[-1] if len(rows) > limit else None
+    next_cursor = encode_cursor(Cursor(last.updated_at, last.session_key)) if last else None
+    return SessionList(sessions=sessions, next_cursor=next_cursor)

@@ -1,0 +1,109 @@
+"""Agent configuration: defaults fill in a complete effective config, every field is validated with a
+precise location, and routing follows the config (scope and identity links)."""
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from cairn.events import AgentConfig, InboundMessage
+from cairn.events.routing import routing_config, session_key_for
+
+DEFAULTS = {
+    "dm_scope": "main",
+    "identity_links": {},
+    "reset": {"mode": "none", "at_hour": 4, "idle_minutes": 60, "timezone": "UTC"},
+    "context_window": None,
+    "sessions_visibility": "tree",
+    "remember_across_conversations": None,
+}
+API_EXAMPLE = {
+    "dm_scope": "per-channel-peer",
+    "identity_links": {"alice": ["telegram:123", "discord:987"]},
+    "reset": {"mode": "none"},
+    "context_window": 200000,
+    "sessions_visibility": "tree",
+    "remember_across_conversations": None,
+}
+
+
+def test_an_empty_config_is_all_defaults() -> None:
+    assert AgentConfig.model_validate({}).model_dump(mode="json") == DEFAULTS
+
+
+def test_the_api_example_is_valid_and_the_rest_is_filled_in() -> None:
+    effective = AgentConfig.model_validate(API_EXAMPLE).model_dump(mode="json")
+    assert effective == {**API_EXAMPLE, "reset": DEFAULTS["reset"]}
+
+
+@pytest.mark.parametrize(
+    "reset",
+    [
+        {"mode": "daily", "at_hour": 0, "timezone": "Asia/Shanghai"},
+        {"mode": "daily", "at_hour": 23, "timezone": "America/Argentina/Buenos_Aires"},
+        {"mode": "idle", "idle_minutes": 1},
+        {"mode": "none", "timezone": "UTC"},
+    ],
+)
+def test_valid_reset_policies(reset: dict[str, Any]) -> None:
+    assert AgentConfig.model_validate({"reset": reset}).reset.model_dump(include=set(reset)) == reset
+
+
+@pytest.mark.parametrize(
+    ("config", "location"),
+    [
+        ({"dm_scope": "per-user"}, ("dm_scope",)),
+        ({"identity_links": {"alice": ["123"]}}, ("identity_links", "alice", 0)),
+        ({"identity_links": {"alice": ["telegram: 123"]}}, ("identity_links", "alice", 0)),
+        ({"identity_links": {"al:ice": ["telegram:123"]}}, ("identity_links", "al:ice", "[key]")),
+        ({"identity_links": {"alice": "telegram:123"}}, ("identity_links", "alice")),
+        ({"identity_links": {"a": ["telegram:1"], "b": ["telegram:1"]}}, ("identity_links",)),
+        ({"reset": {"mode": "weekly"}}, ("reset", "mode")),
+        ({"reset": {"at_hour": 24}}, ("reset", "at_hour")),
+        ({"reset": {"at_hour": -1}}, ("reset", "at_hour")),
+        ({"reset": {"idle_minutes": 0}}, ("reset", "idle_minutes")),
+        ({"reset": {"timezone": "Mars/Olympus_Mons"}}, ("reset", "timezone")),
+        ({"reset": {"timezone": "../../etc/passwd"}}, ("reset", "timezone")),
+        ({"reset": {"timezone": ""}}, ("reset", "timezone")),
+        ({"reset": {"every": "day"}}, ("reset", "every")),
+        ({"context_window": 999}, ("context_window",)),
+        ({"context_window": "large"}, ("context_window",)),
+        ({"sessions_visibility": "public"}, ("sessions_visibility",)),
+        ({"remember_across_conversations": "maybe"}, ("remember_across_conversations",)),
+        ({"dmScope": "main"}, ("dmScope",)),
+    ],
+    ids=lambda v: "-".join(map(str, v)) if isinstance(v, tuple) else None,
+)
+def test_each_invalid_field_is_named(config: dict[str, Any], location: tuple[str | int, ...]) -> None:
+    with pytest.raises(ValidationError) as caught:
+        AgentConfig.model_validate(config)
+    assert [e["loc"] for e in caught.value.errors()] == [location]
+
+
+def test_an_unknown_time_zone_says_what_to_use() -> None:
+    with pytest.raises(ValidationError, match="IANA name"):
+        AgentConfig.model_validate({"reset": {"timezone": "CEST"}})
+
+
+def test_a_peer_linked_to_two_people_is_refused_with_both_names() -> None:
+    with pytest.raises(ValidationError, match="telegram:1 is linked to both a and b"):
+        AgentConfig.model_validate({"identity_links": {"a": ["telegram:1"], "b": ["telegram:1"]}})
+
+
+def _key(config: dict[str, Any], channel: str, peer: str) -> str:
+    message = InboundMessage(text="hi", channel=channel, peer_id=peer)
+    return session_key_for(message, routing_config(AgentConfig.model_validate(config)))
+
+
+def test_routing_follows_the_configured_scope() -> None:
+    assert _key({}, "telegram", "123") == _key({}, "telegram", "456") == "agent:main:main"
+    scoped = {"dm_scope": "per-channel-peer"}
+    assert _key(scoped, "telegram", "123") == "agent:main:telegram:direct:123"
+    assert _key(scoped, "telegram", "456") == "agent:main:telegram:direct:456"
+
+
+def test_identity_links_in_the_config_join_one_person_across_channels() -> None:
+    linked = {"dm_scope": "per-peer", "identity_links": {"alice": ["telegram:123", "discord:987"]}}
+    assert _key(linked, "telegram", "123") == _key(linked, "discord", "987") == "agent:main:direct:alice"
+    assert _key(linked, "telegram", "987") == "agent:main:direct:987"
+    assert _key({**linked, "dm_scope": "main"}, "discord", "987") == "agent:main:main"  # links ignored under main
