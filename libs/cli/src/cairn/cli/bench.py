@@ -10,6 +10,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -54,7 +55,7 @@ def _message(run: str, i: int) -> dict[str, str]:
     }
 
 
-def _new_tenant(endpoints: dict[str, str], name: str) -> str:
+def new_tenant(endpoints: dict[str, str], name: str) -> str:
     admin = {"Authorization": f"Bearer {endpoints['CAIRN_ADMIN_TOKEN']}"}
     created = httpx.post(
         f"{endpoints['CAIRN_INGEST_URL']}/v1/admin/tenants", json={"name": name}, headers=admin, timeout=30
@@ -64,7 +65,7 @@ def _new_tenant(endpoints: dict[str, str], name: str) -> str:
 
 
 def run_ingest(endpoints: dict[str, str], messages: int, batch_size: int) -> IngestResult:
-    headers = {"Authorization": f"Bearer {_new_tenant(endpoints, 'bench')}"}
+    headers = {"Authorization": f"Bearer {new_tenant(endpoints, 'bench')}"}
     run = uuid.uuid4().hex[:8]
     with (
         httpx.Client(base_url=endpoints["CAIRN_INGEST_URL"], headers=headers, timeout=60) as ingest,
@@ -99,7 +100,7 @@ def run_ingest(endpoints: dict[str, str], messages: int, batch_size: int) -> Ing
 
 def run_import(endpoints: dict[str, str], corpus: Path) -> IngestResult:
     """`cairn import` of a dataset corpus into a fresh tenant, timed until the last message is searchable."""
-    key = _new_tenant(endpoints, "bench-import")
+    key = new_tenant(endpoints, "bench-import")
     result = import_file(corpus, endpoints["CAIRN_INGEST_URL"], endpoints["CAIRN_RECALL_URL"], key)
     return IngestResult(result.messages, BATCH, result.accept_seconds, result.searchable_seconds,
                         result.accepted_per_s, result.searchable_per_s)  # fmt: skip
@@ -109,6 +110,18 @@ def report(benchmark: str, result: IngestResult, out: Path) -> None:
     print(f"{'figure':<34}{'value':>12}")
     for name, value in asdict(result).items():
         print(f"{name:<34}{value:>12}")
+    _write(out, {"benchmark": benchmark, **asdict(result)})
+
+
+def report_rows(benchmark: str, rows: list[dict[str, Any]], out: Path) -> None:
+    columns = list(rows[0])
+    print("  ".join(f"{c:>18}" if i else f"{c:<38}" for i, c in enumerate(columns)))
+    for row in rows:
+        print("  ".join(f"{row[c]!s:>18}" if i else f"{row[c]!s:<38}" for i, c in enumerate(columns)))
+    _write(out, {"benchmark": benchmark, "rows": rows})
+
+
+def _write(out: Path, data: dict[str, Any]) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"benchmark": benchmark, **asdict(result)}, indent=2))
+    out.write_text(json.dumps(data, indent=2))
     print(f"written {out}")

@@ -8,7 +8,8 @@ from pathlib import Path
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from cairn.cli.bench import read_endpoints, report, run_import, run_ingest
+from cairn.cli.bench import read_endpoints, report, report_rows, run_import, run_ingest
+from cairn.cli.bench_history import run_history
 from cairn.cli.importer import import_file
 from cairn.platform.migrations import apply_migrations
 from cairn.platform.nats import connect, ensure_streams
@@ -53,7 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     ingest.add_argument("--batch-size", type=int, default=100)
     imported = kinds.add_parser("import", help="`cairn import` of a dataset corpus into a fresh tenant")
     imported.add_argument("--data", type=Path, default=Path("../shared/datasets/locomo"))
-    for kind in (ingest, imported):
+    history = kinds.add_parser("history", help="p50/p99 of session history on a large session")
+    history.add_argument("--messages", type=int, default=10_000)
+    for kind in (ingest, imported, history):
         kind.add_argument("--endpoints", type=Path, default=Path(".cairn/endpoints.env"))
         kind.add_argument("--out", type=Path, default=Path(f"bench-results/{kind.prog.split()[-1]}.json"))
     return parser
@@ -71,5 +74,7 @@ def main() -> None:
               f"accepted, {result.searchable_per_s}/s until searchable")  # fmt: skip
     elif args.kind == "ingest":
         report("ingest", run_ingest(read_endpoints(args.endpoints), args.messages, args.batch_size), args.out)
-    else:
+    elif args.kind == "import":
         report("import", run_import(read_endpoints(args.endpoints), args.data / "corpus.jsonl"), args.out)
+    else:
+        report_rows("history", run_history(read_endpoints(args.endpoints), args.messages), args.out)
