@@ -6,7 +6,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import uvicorn
@@ -26,6 +26,7 @@ from cairn.platform.settings import ServiceSettings
 from cairn.platform.telemetry import setup_logging, setup_tracing
 
 log = logging.getLogger(__name__)
+SettingsT = TypeVar("SettingsT", bound=ServiceSettings)
 
 
 @dataclass
@@ -48,6 +49,14 @@ Wiring = Callable[[Runtime], Sequence[Consumer]]
 def runtime_of(request: Request) -> Runtime:
     runtime: Runtime = request.app.state.runtime
     return runtime
+
+
+def settings_of(request: Request, kind: type[SettingsT]) -> SettingsT:
+    """The service's own settings class, typed, for routes that need its fields."""
+    settings = runtime_of(request).settings
+    if not isinstance(settings, kind):
+        raise TypeError(f"this service runs with {type(settings).__name__}, not {kind.__name__}")
+    return settings
 
 
 async def _readiness(runtime: Runtime) -> dict[str, str]:

@@ -17,20 +17,18 @@ from cairn.ingest.store import AgentConfigs, TenantStore
 from cairn.platform.auth import Tenant, bearer_token
 from cairn.platform.problems import Problem, problem_response, validation_problem
 from cairn.platform.publisher import EventPublisher
-from cairn.platform.runtime import runtime_of
+from cairn.platform.runtime import runtime_of, settings_of
 
 router = APIRouter()
 _inbound = TypeAdapter(InboundMessage)
 
 
-def settings_of(request: Request) -> IngestSettings:
-    settings = runtime_of(request).settings
-    assert isinstance(settings, IngestSettings)
-    return settings
+def ingest_settings(request: Request) -> IngestSettings:
+    return settings_of(request, IngestSettings)
 
 
 def require_admin(request: Request) -> None:
-    settings = settings_of(request)
+    settings = ingest_settings(request)
     expected = settings.admin_token.get_secret_value() if settings.admin_token else ""
     if not expected or not secrets.compare_digest(bearer_token(request), expected):
         raise Problem(401, "This endpoint needs the admin token.")
@@ -79,14 +77,14 @@ async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
     """Installed on the ingest app: problem+json as everywhere, with 413 for an oversized message text."""
     assert isinstance(exc, RequestValidationError)
     if request.url.path.startswith("/v1/messages"):
-        problem = oversized_text(exc.errors(), settings_of(request).max_text_bytes)
+        problem = oversized_text(exc.errors(), ingest_settings(request).max_text_bytes)
         if problem is not None:
             return problem_response(problem.status, problem.detail, problem.errors)
     return validation_problem(exc)
 
 
 async def _event_for(request: Request, tenant: str, message: InboundMessage) -> MessageReceived:
-    refused = refusal(message, settings_of(request).max_text_bytes)
+    refused = refusal(message, ingest_settings(request).max_text_bytes)
     if refused is not None:
         detail = "The message text is too large" if refused.status == 413 else "The request is invalid"
         raise Problem(
@@ -135,7 +133,7 @@ async def post_batch(batch: Batch, tenant: Tenant, request: Request) -> BatchRes
         try:
             events.append((index, await _event_for(request, tenant, _inbound.validate_python(raw))))
         except ValidationError as error:
-            results[index] = _item_error(error, settings_of(request).max_text_bytes)
+            results[index] = _item_error(error, ingest_settings(request).max_text_bytes)
         except Problem as problem:
             results[index] = {"error": {"status": problem.status, "errors": problem.errors or []}}
     accepted = await _publish_messages(runtime_of(request).publisher, [e for _, e in events])

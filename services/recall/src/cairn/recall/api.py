@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from cairn.platform.auth import Tenant
 from cairn.platform.problems import Problem
-from cairn.platform.runtime import runtime_of
+from cairn.platform.runtime import runtime_of, settings_of
 from cairn.recall.queries import ReadStore
 from cairn.recall.settings import RecallSettings
 from cairn.text import build_query, snippet
@@ -69,9 +69,7 @@ def _store(request: Request) -> ReadStore:
 
 
 def _settings(request: Request) -> RecallSettings:
-    settings = runtime_of(request).settings
-    assert isinstance(settings, RecallSettings)
-    return settings
+    return settings_of(request, RecallSettings)
 
 
 def _within_budget(hits: list[SessionHit], budget: int) -> tuple[list[SessionHit], bool]:

@@ -9,7 +9,7 @@ from pydantic import AwareDatetime, BaseModel
 
 from cairn.platform.auth import Tenant
 from cairn.platform.problems import Problem
-from cairn.platform.runtime import runtime_of
+from cairn.platform.runtime import runtime_of, settings_of
 from cairn.recall.history import (
     BadCursor,
     Cursor,
@@ -61,9 +61,7 @@ def _store(request: Request) -> HistoryStore:
 
 
 def _settings(request: Request) -> RecallSettings:
-    settings = runtime_of(request).settings
-    assert isinstance(settings, RecallSettings)
-    return settings
+    return settings_of(request, RecallSettings)
 
 
 async def _open_session(reads: HistoryReads, agent_id: str, key: str, session_id: uuid.UUID | None) -> SessionHead:
