@@ -2,7 +2,7 @@
 
 import uuid
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from cairn.events import (
     AgentConfig,
@@ -47,7 +47,12 @@ class InMemoryTranscripts:
 
     def _current(self, key: str, created: bool) -> SessionRow:
         settings = self.settings.get(self.agent_of[key])
-        return replace(self.sessions[key], created=created, context_window=settings[1] if settings else None)
+        return replace(
+            self.sessions[key],
+            created=created,
+            context_window=settings[1] if settings else None,
+            reset_policy=settings[2] if settings else None,
+        )
 
     async def open_session(self, tenant: str, agent: str, key: str, chat_type: str, channel: str) -> SessionRow:
         return await self.create_session(tenant, agent, key, str(uuid.uuid4()), chat_type, channel, None)
@@ -87,11 +92,15 @@ class InMemoryTranscripts:
                 compaction_flagged=False,
             )
         else:
+            last = current.last_activity_at
             self.sessions[key] = replace(
                 current,
                 last_position=position,
                 window_tokens=current.window_tokens + entry.token_estimate,
                 window_bytes=current.window_bytes + len((entry.text or "").encode()),
+                last_activity_at=max(last, entry.occurred_at)
+                if last and entry.activity
+                else (entry.occurred_at if entry.activity else last),
             )
         message_id = str(uuid.uuid4())
         self.entries[session.session_id].append(Stored(position, entry, self.sessions[key].reset_index, message_id))
@@ -100,6 +109,11 @@ class InMemoryTranscripts:
     async def flag_compaction(self, tenant: str, session: SessionRow) -> None:
         key = self._key_of(session.session_id)
         self.sessions[key] = replace(self.sessions[key], compaction_flagged=True)
+
+    async def rotate(self, tenant: str, agent: str, key: str, session_id: str) -> SessionRow:
+        self.sessions[key] = SessionRow(session_id, 0, 0, 0, 0, False, 0, True)
+        self.parents[session_id], self.entries[session_id] = None, []
+        return self._current(key, created=True)
 
     async def window_tail(self, tenant: str, session: SessionRow, limit: int) -> tuple[TranscriptLine, ...]:
         lines = [
@@ -390,3 +404,62 @@ async def test_without_an_agent_window_the_service_default_applies() -> None:
     await handlers.on_configured(store, _configured(1, None))
     emitted = [e for i in range(8) for e in await handlers.on_message(store, _received("x" * 100, f"d{i}"), i)]
     assert [e.threshold_tokens for e in emitted if isinstance(e, CompactionImminent)] == [200]
+
+
+def _at(text: str, when: datetime, message_id: str, key: str = KEY, channel: str = "telegram") -> MessageReceived:
+    message = InboundMessage(text=text, message_id=message_id, channel=channel)
+    return MessageReceived(tenant_id=TENANT, session_key=key, message=message, occurred_at=when)
+
+
+async def _configure(store: InMemoryTranscripts, handlers: SessionHandlers, reset: ResetPolicy) -> None:
+    configured = AgentConfigured(tenant_id=TENANT, version=1, config=AgentConfig(reset=reset))
+    await handlers.on_configured(store, configured)
+
+
+async def test_an_idle_session_continues_in_a_new_session_with_a_boundary_for_the_old_one() -> None:
+    store, handlers = InMemoryTranscripts(), _handlers()
+    await _configure(store, handlers, ResetPolicy(mode="idle", idle_minutes=30))
+    start = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
+    await handlers.on_message(store, _at("first", start, "i1"), 1)
+    first_id = store.sessions[KEY].session_id
+    assert [type(e) for e in await handlers.on_message(store, _at("soon", start + timedelta(minutes=29), "i2"), 2)] == [
+        TranscriptAppended
+    ]
+    emitted = await handlers.on_message(store, _at("later", start + timedelta(minutes=70), "i3"), 3)
+    assert [type(e) for e in emitted] == [ResetBoundary, SessionCreated, TranscriptAppended]
+    boundary, _, appended = emitted
+    assert isinstance(boundary, ResetBoundary)
+    assert isinstance(appended, TranscriptAppended)
+    assert (boundary.session_id, boundary.reason) == (first_id, "idle")
+    assert [line.text for line in boundary.closed_window_tail] == ["first", "soon"]
+    assert appended.session_id != first_id
+    assert appended.session_id == store.sessions[KEY].session_id
+    assert appended.position == 1
+
+
+async def test_daily_reset_happens_once_the_local_hour_has_passed() -> None:
+    store, handlers = InMemoryTranscripts(), _handlers()
+    await _configure(store, handlers, ResetPolicy(mode="daily", at_hour=4, timezone="Asia/Shanghai"))
+    evening = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)  # 20:00 in Shanghai
+    await handlers.on_message(store, _at("evening", evening, "d1"), 1)
+    first_id = store.sessions[KEY].session_id
+    await handlers.on_message(store, _at("before four", evening + timedelta(hours=7), "d2"), 2)  # 03:00 local
+    assert store.sessions[KEY].session_id == first_id
+    emitted = await handlers.on_message(store, _at("after four", evening + timedelta(hours=9), "d3"), 3)  # 05:00
+    assert any(isinstance(e, ResetBoundary) and e.reason == "daily" for e in emitted)
+    assert store.sessions[KEY].session_id != first_id
+
+
+async def test_heartbeats_never_keep_a_session_fresh() -> None:
+    store, handlers = InMemoryTranscripts(), _handlers()
+    await _configure(store, handlers, ResetPolicy(mode="idle", idle_minutes=30))
+    start = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
+    await handlers.on_message(store, _at("hello", start, "h1"), 1)
+    first_id = store.sessions[KEY].session_id
+    for minutes in (20, 40, 60):  # a heartbeat every 20 minutes neither resets nor refreshes
+        await handlers.on_message(
+            store, _at("ping", start + timedelta(minutes=minutes), f"hb{minutes}", channel="heartbeat"), 1
+        )
+        assert store.sessions[KEY].session_id == first_id
+    emitted = await handlers.on_message(store, _at("back", start + timedelta(minutes=61), "h2"), 5)
+    assert any(isinstance(e, ResetBoundary) and e.reason == "idle" for e in emitted)

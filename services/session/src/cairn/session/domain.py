@@ -3,7 +3,11 @@
 import math
 import re
 from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+from zoneinfo import ZoneInfo
 
+from cairn.events import ResetPolicy
 from cairn.session.settings import CompactionSettings
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
@@ -36,3 +40,26 @@ def crosses_compaction(window: Window, config: CompactionSettings, context_windo
     if window.flagged:
         return False
     return window.tokens >= threshold_tokens(config, context_window) or window.bytes >= config.max_transcript_bytes
+
+
+def is_background(session_key: str, channel: str) -> bool:
+    """Heartbeats and cron jobs talk to a session without anyone being there: they never make it fresh."""
+    return session_key.startswith("cron:") or channel in ("heartbeat", "cron")
+
+
+def last_daily_reset(policy: ResetPolicy, now: datetime) -> datetime:
+    """The latest `at_hour` o'clock in the agent's time zone at or before `now`."""
+    local = now.astimezone(ZoneInfo(policy.timezone))
+    boundary = local.replace(hour=policy.at_hour, minute=0, second=0, microsecond=0)
+    return boundary if boundary <= local else boundary - timedelta(days=1)
+
+
+def stale_because(
+    policy: ResetPolicy | None, last_activity: datetime | None, now: datetime
+) -> Literal["daily", "idle"] | None:
+    """Why a session is too old to continue (its policy says start fresh), or None to continue it."""
+    if policy is None or last_activity is None or policy.mode == "none":
+        return None
+    if policy.mode == "idle":
+        return "idle" if now - last_activity >= timedelta(minutes=policy.idle_minutes) else None
+    return "daily" if last_activity < last_daily_reset(policy, now) else None

@@ -4,6 +4,7 @@ Handlers work through the `Transcripts` port, so unit tests run them against an 
 """
 
 import logging
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,7 +26,14 @@ from cairn.events import (
 from cairn.events.models import ChatType, ResetReason
 from cairn.events.routing import is_reset_command
 from cairn.platform.consumer import Delivery, Handler
-from cairn.session.domain import Window, crosses_compaction, estimate_tokens, threshold_tokens
+from cairn.session.domain import (
+    Window,
+    crosses_compaction,
+    estimate_tokens,
+    is_background,
+    stale_because,
+    threshold_tokens,
+)
 from cairn.session.settings import SessionSettings
 from cairn.session.store import CopiedMessage, Entry, ForkSource, PostgresTranscripts, SessionRow, Transcripts
 
@@ -70,6 +78,14 @@ class SessionHandlers:
         session = await store.open_session(tenant, event.agent_id, key, msg.chat_type, msg.channel)
         if await store.has_external_id(tenant, msg.channel, msg.message_id):
             return []  # a re-send of a stored message
+        activity = not is_background(key, msg.channel)
+        emitted: list[Event] = _created(event, key, session, msg.chat_type, msg.channel)
+        reason = stale_because(session.reset_policy, session.last_activity_at, event.occurred_at) if activity else None
+        if reason is not None:  # the agent's daily or idle policy: close this session, continue in a new one
+            request = ResetRequest(key, reason, msg.channel, msg.chat_type, None, event.occurred_at, ingest_seq)
+            emitted.append(await self._close_window(store, event, session, request))
+            session = await store.rotate(tenant, event.agent_id, key, str(uuid.uuid4()))
+            emitted += _created(event, key, session, msg.chat_type, msg.channel)
         tokens = estimate_tokens(msg.text)
         entry = Entry(
             "message",
@@ -83,6 +99,7 @@ class SessionHandlers:
             msg.sender_name,
             msg.peer_id,
             tokens,
+            activity,
         )
         position, message_id = await store.append(tenant, session, entry)
         appended = TranscriptAppended(
@@ -92,7 +109,7 @@ class SessionHandlers:
             sender_name=msg.sender_name, peer_id=msg.peer_id, channel=msg.channel, chat_type=msg.chat_type,
             token_estimate=tokens, ingest_seq=ingest_seq,
         )  # fmt: skip
-        emitted = [*_created(event, key, session, msg.chat_type, msg.channel), appended]
+        emitted.append(appended)
         window = Window(
             session.window_tokens + tokens, session.window_bytes + len(msg.text.encode()), session.compaction_flagged
         )
@@ -111,16 +128,22 @@ class SessionHandlers:
         session = await store.open_session(tenant, source.agent_id, key, request.chat_type, request.channel)
         if await store.has_external_id(tenant, request.channel, request.external_id):
             return []
-        tail = await store.window_tail(tenant, session, self.settings.snapshot_messages)
+        boundary = await self._close_window(store, source, session, request)
+        return [*_created(source, key, session, request.chat_type, request.channel), boundary]
+
+    async def _close_window(
+        self, store: Transcripts, source: Envelope, session: SessionRow, request: ResetRequest
+    ) -> ResetBoundary:
+        """Append a reset boundary; the event carries the closed window's last messages for the snapshot."""
+        tail = await store.window_tail(source.tenant_id, session, self.settings.snapshot_messages)
         entry = Entry("reset", request.channel, request.external_id, request.occurred_at, utc_now(), request.ingest_seq)
-        position, _ = await store.append(tenant, session, entry)
-        boundary = ResetBoundary(
-            tenant_id=tenant, agent_id=source.agent_id, causation_id=source.event_id,
-            occurred_at=request.occurred_at, session_key=key, session_id=session.session_id, position=position,
-            reason=request.reason, reset_index=session.reset_index + 1, closed_window_tail=tail,
+        position, _ = await store.append(source.tenant_id, session, entry)
+        return ResetBoundary(
+            tenant_id=source.tenant_id, agent_id=source.agent_id, causation_id=source.event_id,
+            occurred_at=request.occurred_at, session_key=request.session_key, session_id=session.session_id,
+            position=position, reason=request.reason, reset_index=session.reset_index + 1, closed_window_tail=tail,
             ingest_seq=request.ingest_seq,
         )  # fmt: skip
-        return [*_created(source, key, session, request.chat_type, request.channel), boundary]
 
     async def on_message(self, store: Transcripts, event: MessageReceived, ingest_seq: int) -> list[Event]:
         command = is_reset_command(event.message)

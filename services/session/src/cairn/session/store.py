@@ -18,12 +18,21 @@ VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT (tenant_id, agent_id, session_key) DO NOTHING
 RETURNING session_id
 """
-# The agent's context window rides along, so compaction needs no second query per message.
+# The agent's context window and reset policy ride along: no second query per message.
 LOCK_SESSION = """
-SELECT session_id, last_position, reset_index, window_tokens, window_bytes, compaction_flagged, compaction_cycle,
-    (SELECT context_window FROM session.agent_settings a WHERE a.tenant_id = $1 AND a.agent_id = $2) AS context_window
-FROM session.sessions WHERE tenant_id = $1 AND agent_id = $2 AND session_key = $3
-FOR UPDATE
+SELECT s.session_id, s.last_position, s.reset_index, s.window_tokens, s.window_bytes, s.compaction_flagged,
+    s.compaction_cycle, s.last_activity_at, a.context_window, a.reset_policy
+FROM session.sessions s
+LEFT JOIN session.agent_settings a ON a.tenant_id = s.tenant_id AND a.agent_id = s.agent_id
+WHERE s.tenant_id = $1 AND s.agent_id = $2 AND s.session_key = $3
+FOR UPDATE OF s
+"""
+# A daily or idle reset: the key now points to a new, empty session; the old one keeps its transcript.
+ROTATE_SESSION = """
+UPDATE session.sessions SET session_id = $4, last_position = 0, reset_index = 0, window_tokens = 0, window_bytes = 0,
+    compaction_flagged = false, compaction_cycle = 0, message_count = 0, last_activity_at = NULL,
+    parent_session_id = NULL, created_at = now(), updated_at = now()
+WHERE tenant_id = $1 AND agent_id = $2 AND session_key = $3
 """
 # Our message id (a uuid) or the adapter's id.
 FIND_MESSAGE = """
@@ -63,7 +72,8 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 """
 ADVANCE_MESSAGE = """
 UPDATE session.sessions SET last_position = $3, window_tokens = window_tokens + $4, window_bytes = window_bytes + $5,
-    message_count = message_count + 1, updated_at = now()
+    message_count = message_count + 1, updated_at = now(),
+    last_activity_at = CASE WHEN $6 THEN greatest(last_activity_at, $7) ELSE last_activity_at END
 WHERE tenant_id = $1 AND session_id = $2
 """
 ADVANCE_RESET = """
@@ -93,6 +103,8 @@ class SessionRow:
     compaction_cycle: int
     created: bool
     context_window: int | None = None  # the agent's, when it configured one
+    reset_policy: ResetPolicy | None = None  # the agent's, when it configured one
+    last_activity_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -110,6 +122,7 @@ class Entry:
     sender_name: str | None = None
     peer_id: str | None = None
     token_estimate: int = 0
+    activity: bool = True  # counts towards freshness (not a heartbeat or cron message)
 
 
 @dataclass(frozen=True)
@@ -147,6 +160,10 @@ class Transcripts(Protocol):
         ...
 
     async def flag_compaction(self, tenant: str, session: SessionRow) -> None: ...
+
+    async def rotate(self, tenant: str, agent: str, key: str, session_id: str) -> SessionRow:
+        """Point `key` at a new, empty session `session_id`; returns it (locked, `created` True)."""
+        ...
 
     async def window_tail(self, tenant: str, session: SessionRow, limit: int) -> tuple[TranscriptLine, ...]: ...
 
@@ -252,11 +269,18 @@ class PostgresTranscripts:
             await self._conn.execute(ADVANCE_RESET, tenant, session_id, position)
         else:
             size = len((entry.text or "").encode())
-            await self._conn.execute(ADVANCE_MESSAGE, tenant, session_id, position, entry.token_estimate, size)
+            await self._conn.execute(
+                ADVANCE_MESSAGE, tenant, session_id, position, entry.token_estimate, size, entry.activity,
+                entry.occurred_at,
+            )  # fmt: skip
         return position, str(message_id)
 
     async def flag_compaction(self, tenant: str, session: SessionRow) -> None:
         await self._conn.execute(FLAG_COMPACTION, tenant, uuid.UUID(session.session_id))
+
+    async def rotate(self, tenant: str, agent: str, key: str, session_id: str) -> SessionRow:
+        await self._conn.execute(ROTATE_SESSION, tenant, agent, key, uuid.UUID(session_id))
+        return _session_row(await self._conn.fetchrow(LOCK_SESSION, tenant, agent, key), created=True)
 
     async def window_tail(self, tenant: str, session: SessionRow, limit: int) -> tuple[TranscriptLine, ...]:
         rows = await self._conn.fetch(WINDOW_TAIL, tenant, uuid.UUID(session.session_id), session.reset_index, limit)
@@ -271,6 +295,8 @@ def _session_row(row: Any, created: bool) -> SessionRow:
     return SessionRow(
         str(row["session_id"]), row["last_position"], row["reset_index"], row["window_tokens"], row["window_bytes"],
         row["compaction_flagged"], row["compaction_cycle"], created, row["context_window"],
+        ResetPolicy.model_validate_json(row["reset_policy"]) if row["reset_policy"] else None,
+        row["last_activity_at"],
     )  # fmt: skip
 
 
