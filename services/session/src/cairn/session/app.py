@@ -1,5 +1,7 @@
 """Composition root of the session service."""
 
+from datetime import timedelta
+
 from fastapi import FastAPI
 
 from cairn.events import INGEST_STREAM
@@ -10,6 +12,7 @@ from cairn.platform.partitioned import PartitionedConsumers
 from cairn.platform.pull import Consumer
 from cairn.platform.runtime import Runtime, create_service_app, serve
 from cairn.session.handlers import build_handlers
+from cairn.session.lifecycle import LifecycleSweeper
 from cairn.session.settings import SessionSettings
 
 
@@ -23,7 +26,11 @@ def create_app(settings: SessionSettings) -> FastAPI:
 
         # One writer per (tenant, agent) partition across replicas keeps every session's order.
         leases = PartitionLeases(runtime.redis, "session", INGEST_PARTITIONS, settings.partition_lease_s)
-        return [PartitionedConsumers(leases, INGEST_STREAM, partition)]
+        sweeper = LifecycleSweeper(
+            runtime.pool, timedelta(days=settings.dormant_after_days), timedelta(days=settings.archive_after_days),
+            settings.lifecycle_sweep_s,
+        )  # fmt: skip
+        return [PartitionedConsumers(leases, INGEST_STREAM, partition), sweeper]
 
     return create_service_app(
         "session", settings, wire=wire, description="Owns sessions and transcripts; health only over HTTP."

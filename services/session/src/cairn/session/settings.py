@@ -24,4 +24,7 @@ class SessionSettings(ServiceSettings):
     http: HttpSettings = Field(default_factory=http_defaults(8082))
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     snapshot_messages: int = Field(default=15, ge=1, description="messages carried with a reset boundary")
+    dormant_after_days: float = Field(default=7, gt=0, description="quiet days before a session is dormant")
+    archive_after_days: float = Field(default=90, gt=0, description="quiet days before it is archived")
+    lifecycle_sweep_s: float = Field(default=300, gt=0, description="how often sessions are aged")
     partition_lease_s: float = Field(default=10.0, gt=1, description="how long a dead replica keeps its partitions")

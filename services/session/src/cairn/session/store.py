@@ -72,7 +72,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 """
 ADVANCE_MESSAGE = """
 UPDATE session.sessions SET last_position = $3, window_tokens = window_tokens + $4, window_bytes = window_bytes + $5,
-    message_count = message_count + 1, updated_at = now(),
+    message_count = message_count + 1, updated_at = now(), status = 'active',
     last_activity_at = CASE WHEN $6 THEN greatest(last_activity_at, $7) ELSE last_activity_at END
 WHERE tenant_id = $1 AND session_id = $2
 """
