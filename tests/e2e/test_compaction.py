@@ -69,3 +69,30 @@ def test_compaction_imminent_fires_once_per_cycle(services: LocalStack, tenant: 
     assert events[0].session_key == "agent:main:main"
     assert events[0].threshold_tokens == THRESHOLD_TOKENS
     assert events[0].estimated_tokens >= THRESHOLD_TOKENS
+
+
+@pytest.mark.e2e
+def test_a_compaction_report_closes_the_cycle(services: LocalStack, tenant: Tenant) -> None:
+    sentence = "We compared three vendors on price, support hours and data residency in detail. "
+    last: dict[str, str] = {}
+    for i in range(15):  # ~300 tokens: one crossing
+        last = tenant.say(f"{sentence} (note {i})", message_id=f"k{i}")
+    tenant.search("vendors", consistent_with=last["position"])
+    unknown = tenant.ingest.post("/v1/sessions/agent:main:nobody/compaction", json={"first_kept_message_id": "k1"})
+    assert unknown.status_code == 404
+    missing = tenant.ingest.post("/v1/sessions/agent:main:main/compaction", json={"first_kept_message_id": "zz"})
+    assert missing.status_code == 422
+    assert missing.json()["errors"][0]["field"] == "first_kept_message_id"
+    report = tenant.ingest.post("/v1/sessions/agent:main:main/compaction", json={"first_kept_message_id": "k14"})
+    assert report.status_code == 202
+    for i in range(15, 30):
+        last = tenant.say(f"{sentence} (note {i})", message_id=f"k{i}")
+    tenant.search("vendors", consistent_with=last["position"])
+
+    deadline = time.monotonic() + 20
+    due = asyncio.run(_flushes_due(services, tenant.tenant_id))
+    while len(due) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        due = asyncio.run(_flushes_due(services, tenant.tenant_id))
+    assert sorted(due) == [("agent:main:main", 0), ("agent:main:main", 1)]
+    assert [e.cycle for e in asyncio.run(_compaction_events(services, tenant.tenant_id))] == [0, 1]

@@ -110,6 +110,22 @@ class InMemoryTranscripts:
         key = self._key_of(session.session_id)
         self.sessions[key] = replace(self.sessions[key], compaction_flagged=True)
 
+    async def close_compaction(self, tenant: str, session: SessionRow, first_kept_position: int) -> None:
+        key = self._key_of(session.session_id)
+        kept = [
+            s.entry
+            for s in self.entries[session.session_id]
+            if s.entry.kind == "message" and s.reset_index == session.reset_index and s.position >= first_kept_position
+        ]
+        current = self.sessions[key]
+        self.sessions[key] = replace(
+            current,
+            compaction_cycle=current.compaction_cycle + 1,
+            compaction_flagged=False,
+            window_tokens=sum(e.token_estimate for e in kept),
+            window_bytes=sum(len((e.text or "").encode()) for e in kept),
+        )
+
     async def rotate(self, tenant: str, agent: str, key: str, session_id: str) -> SessionRow:
         self.sessions[key] = SessionRow(session_id, 0, 0, 0, 0, False, 0, True)
         self.parents[session_id], self.entries[session_id] = None, []
@@ -463,3 +479,28 @@ async def test_heartbeats_never_keep_a_session_fresh() -> None:
         assert store.sessions[KEY].session_id == first_id
     emitted = await handlers.on_message(store, _at("back", start + timedelta(minutes=61), "h2"), 5)
     assert any(isinstance(e, ResetBoundary) and e.reason == "idle" for e in emitted)
+
+
+async def test_a_compaction_report_closes_the_cycle_so_the_next_crossing_fires_again() -> None:
+    store, handlers = InMemoryTranscripts(), _handlers(context_window=2000)  # threshold: 200 tokens
+    fired: list[CompactionImminent] = []
+    for i in range(12):  # ~25 tokens each: crosses once, at about the 8th message
+        emitted = await handlers.on_message(store, _received("x" * 100, f"a{i}"), i)
+        fired += [e for e in emitted if isinstance(e, CompactionImminent)]
+    assert [e.cycle for e in fired] == [0]
+    report = SessionCommand(tenant_id=TENANT, command="compaction", session_key=KEY, first_kept_message_id="a10")
+    assert await handlers.on_command(store, report, 12) == []
+    assert store.sessions[KEY].window_tokens == 50  # the two kept messages
+    for i in range(12):
+        emitted = await handlers.on_message(store, _received("x" * 100, f"b{i}"), 13 + i)
+        fired += [e for e in emitted if isinstance(e, CompactionImminent)]
+    assert [e.cycle for e in fired] == [0, 1]
+
+
+async def test_cron_sessions_never_get_compaction_imminent() -> None:
+    store, handlers = InMemoryTranscripts(), _handlers(context_window=2000)
+    for i in range(40):
+        message = InboundMessage(text="x" * 100, message_id=f"cron{i}", channel="cron")
+        event = MessageReceived(tenant_id=TENANT, session_key="cron:nightly", message=message)
+        emitted = await handlers.on_message(store, event, i)
+        assert not any(isinstance(e, CompactionImminent) for e in emitted)

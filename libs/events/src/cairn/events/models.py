@@ -47,14 +47,16 @@ class MessageReceived(Envelope):
 
 
 class SessionCommand(Envelope):
-    """A session operation asked for through the API (reset, console thread, fork).
+    """A session operation asked for through the API (reset, console thread, fork, compaction report).
 
     For `create` and `fork`, `session_key` and `session_id` are the new session's, chosen by ingest so
     that it can answer at once; `parent_session_key` names the session a thread or fork comes from.
+    `compaction` reports that the agent runtime compacted its context, keeping `first_kept_message_id`
+    onwards: it closes the compaction cycle.
     """
 
     type: Literal["session.command.v1"] = "session.command.v1"
-    command: Literal["reset", "create", "fork"]
+    command: Literal["reset", "create", "fork", "compaction"]
     session_key: str
     reason: ResetReason = "api"
     parent_session_key: str | None = None
@@ -63,6 +65,7 @@ class SessionCommand(Envelope):
     session_id: Uuid | None = None
     chat_type: ChatType = "direct"
     channel: Token = "api"
+    first_kept_message_id: str | None = None
 
 
 class TranscriptLine(BaseModel):

@@ -123,3 +123,30 @@ async def reset_session(session_key: SessionKey, body: ResetRequest, tenant: Ten
     )
     published = await runtime_of(request).publisher.publish(command)
     return ResetAccepted(position=str(published.seq))
+
+
+class CompactionReport(BaseModel):
+    agent_id: AgentId = "main"
+    first_kept_message_id: str = Field(
+        min_length=1,
+        max_length=256,
+        description="the oldest message the compacted context keeps (our id or the adapter's)",
+    )
+
+
+@router.post("/v1/sessions/{session_key}/compaction", status_code=202, response_model=ResetAccepted)
+async def report_compaction(
+    session_key: SessionKey, body: CompactionReport, tenant: Tenant, request: Request
+) -> ResetAccepted:
+    """The agent runtime compacted its context: closes the compaction cycle, so the next time the live
+    window nears the limit `session.compaction-imminent` fires again."""
+    session = await _existing(request, tenant, body.agent_id, session_key)
+    directory: SessionDirectory = runtime_of(request).extras["sessions"]
+    if not await directory.has_message(tenant, session.session_id, body.first_kept_message_id):
+        raise _invalid("first_kept_message_id", f"no message {body.first_kept_message_id!r} in session {session_key!r}")
+    command = SessionCommand(
+        tenant_id=tenant, agent_id=body.agent_id, command="compaction", session_key=session_key,
+        first_kept_message_id=body.first_kept_message_id,
+    )  # fmt: skip
+    published = await runtime_of(request).publisher.publish(command)
+    return ResetAccepted(position=str(published.seq))

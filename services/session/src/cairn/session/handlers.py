@@ -113,7 +113,8 @@ class SessionHandlers:
         window = Window(
             session.window_tokens + tokens, session.window_bytes + len(msg.text.encode()), session.compaction_flagged
         )
-        if crosses_compaction(window, self.settings.compaction, session.context_window):
+        # cron and heartbeat sessions have no agent context to compact
+        if activity and crosses_compaction(window, self.settings.compaction, session.context_window):
             await store.flag_compaction(tenant, session)
             emitted.append(CompactionImminent(
                 tenant_id=tenant, agent_id=event.agent_id, causation_id=event.event_id, session_key=key,
@@ -156,6 +157,9 @@ class SessionHandlers:
         return await self.reset(store, event, request)
 
     async def on_command(self, store: Transcripts, event: SessionCommand, ingest_seq: int) -> list[Event]:
+        if event.command == "compaction":
+            await self.compacted(store, event)
+            return []
         if event.command == "reset":
             request = ResetRequest(
                 event.session_key, event.reason, "api", "direct", None, event.occurred_at, ingest_seq
@@ -168,6 +172,20 @@ class SessionHandlers:
         if event.command == "fork":
             return await self.fork(store, event, ingest_seq)
         return await self.create(store, event, ingest_seq)
+
+    async def compacted(self, store: Transcripts, event: SessionCommand) -> None:
+        """The runtime compacted: the cycle closes, so compaction-imminent can fire again for the next one."""
+        session = await store.find_session(event.tenant_id, event.agent_id, event.session_key)
+        kept = (
+            await store.find_message(event.tenant_id, session, event.first_kept_message_id)
+            if (session is not None and event.first_kept_message_id is not None)
+            else None
+        )
+        if session is None or kept is None or kept.reset_index != session.reset_index:
+            # ingest checked both; a replay after erasure or a reset in between leaves nothing to close
+            log.warning("compaction of %s: nothing to close (%s)", event.session_key, event.first_kept_message_id)
+            return
+        await store.close_compaction(event.tenant_id, session, kept.up_to_position)
 
     async def _open_child(
         self, store: Transcripts, event: SessionCommand, session_id: str

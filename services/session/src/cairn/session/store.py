@@ -82,6 +82,17 @@ UPDATE session.sessions SET last_position = $3, reset_index = reset_index + 1, w
 WHERE tenant_id = $1 AND session_id = $2
 """
 FLAG_COMPACTION = "UPDATE session.sessions SET compaction_flagged = true WHERE tenant_id = $1 AND session_id = $2"
+# The runtime compacted its context: a new cycle starts, and the live window is what it kept.
+CLOSE_COMPACTION = """
+UPDATE session.sessions s SET compaction_cycle = compaction_cycle + 1, compaction_flagged = false,
+    window_tokens = kept.tokens, window_bytes = kept.bytes, updated_at = now()
+FROM (
+    SELECT coalesce(sum(token_estimate), 0) AS tokens, coalesce(sum(octet_length(text)), 0) AS bytes
+    FROM session.entries
+    WHERE tenant_id = $1 AND session_id = $2 AND reset_index = $3 AND kind = 'message' AND position >= $4
+) kept
+WHERE s.tenant_id = $1 AND s.session_id = $2
+"""
 WINDOW_TAIL = """
 SELECT message_id, role, text, sender_name, occurred_at FROM (
     SELECT message_id, role, text, sender_name, occurred_at, position FROM session.entries
@@ -163,6 +174,10 @@ class Transcripts(Protocol):
 
     async def rotate(self, tenant: str, agent: str, key: str, session_id: str) -> SessionRow:
         """Point `key` at a new, empty session `session_id`; returns it (locked, `created` True)."""
+        ...
+
+    async def close_compaction(self, tenant: str, session: SessionRow, first_kept_position: int) -> None:
+        """Start the next compaction cycle; the live window is the messages from `first_kept_position`."""
         ...
 
     async def window_tail(self, tenant: str, session: SessionRow, limit: int) -> tuple[TranscriptLine, ...]: ...
@@ -277,6 +292,11 @@ class PostgresTranscripts:
 
     async def flag_compaction(self, tenant: str, session: SessionRow) -> None:
         await self._conn.execute(FLAG_COMPACTION, tenant, uuid.UUID(session.session_id))
+
+    async def close_compaction(self, tenant: str, session: SessionRow, first_kept_position: int) -> None:
+        await self._conn.execute(
+            CLOSE_COMPACTION, tenant, uuid.UUID(session.session_id), session.reset_index, first_kept_position
+        )
 
     async def rotate(self, tenant: str, agent: str, key: str, session_id: str) -> SessionRow:
         await self._conn.execute(ROTATE_SESSION, tenant, agent, key, uuid.UUID(session_id))
