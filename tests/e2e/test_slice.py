@@ -154,3 +154,19 @@ def test_one_trace_spans_ingest_session_and_indexer(tenant: Tenant, span_collect
         )
     )
     assert {"cairn-ingest", "cairn-session", "cairn-indexer"} <= services
+
+
+def test_a_reset_boundary_carries_long_messages_cut_to_4000_characters(tenant: Tenant) -> None:
+    tenant.say("long " + "y" * 9000, message_id="long-1")
+    tenant.say("/new", message_id="long-reset")
+
+    def snapshots() -> list[dict[str, Any]]:
+        files: list[dict[str, Any]] = tenant.recall.get("/v1/memory/files", params={"prefix": "memory/"}).json()[
+            "files"
+        ]
+        return files
+
+    (snapshot,) = eventually(snapshots)
+    text = tenant.recall.get(f"/v1/memory/files/{snapshot['path']}").json()["text"]
+    assert "y" * 3990 in text
+    assert "y" * 4000 not in text  # "long " + 3995 y's: the first 4000 characters of the message

@@ -95,7 +95,9 @@ WHERE s.tenant_id = $1 AND s.session_id = $2
 """
 WINDOW_TAIL = """
 SELECT message_id, role, text, sender_name, occurred_at FROM (
-    SELECT message_id, role, text, sender_name, occurred_at, position FROM session.entries
+    -- each text cut at 4000 characters: 15 of them stay far below NATS's 1 MB message limit, and a
+    -- snapshot needs no more than history shows
+    SELECT message_id, role, left(text, 4000) AS text, sender_name, occurred_at, position FROM session.entries
     WHERE tenant_id = $1 AND session_id = $2 AND reset_index = $3 AND kind = 'message'
       AND role IN ('user', 'assistant') AND left(ltrim(text), 1) <> '/'  -- commands are not conversation
     ORDER BY position DESC LIMIT $4
