@@ -33,6 +33,11 @@ def test_an_idle_session_continues_in_a_new_session(tenant: Tenant) -> None:
     history = tenant.recall.get("/v1/sessions/agent:main:main/history").json()
     assert history["session_id"] == museum["session_id"]
     assert [m["text"] for m in history["messages"]] == ["back after lunch: the museum"]
+    # the key's earlier session stays readable by its id
+    earlier = tenant.recall.get("/v1/sessions/agent:main:main/history", params={"session_id": harbour["session_id"]})
+    assert earlier.status_code == 200, earlier.text
+    assert earlier.json()["session_id"] == harbour["session_id"]
+    assert [m["text"] for m in earlier.json()["messages"]] == ["we talked about the harbour walk", "and the lighthouse"]
 
     deadline = time.monotonic() + 20
     files: list[dict[str, Any]] = []

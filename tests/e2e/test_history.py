@@ -173,7 +173,7 @@ def test_unknown_keys_other_tenants_keys_and_other_session_ids_are_404(tenant: T
     problem(history(tenant, "agent:main:telegram:direct:nobody"), 404)
     problem(history(tenant, key, agent_id="other"), 404)
     earlier = problem(history(tenant, key, session_id=str(uuid.uuid4())), 404)
-    assert "not supported yet" in earlier["detail"]
+    assert "never had the id" in earlier["detail"]
     assert history(tenant, key, session_id=page["session_id"]).status_code == 200
 
 

@@ -17,6 +17,15 @@ FIND_SESSION = """
 SELECT session_id::text, reset_index FROM session.sessions
 WHERE tenant_id = $1 AND agent_id = $2 AND session_key = $3
 """
+# An id the key pointed to before a daily or idle reset. It was closed by a boundary, so its window to
+# show is the last one holding messages, not the empty one the boundary opened.
+FIND_EARLIER_SESSION = """
+SELECT k.session_id::text, coalesce(max(e.reset_index), 0) AS reset_index
+FROM session.key_sessions k
+LEFT JOIN session.entries e ON e.tenant_id = k.tenant_id AND e.session_id = k.session_id AND e.kind = 'message'
+WHERE k.tenant_id = $1 AND k.agent_id = $2 AND k.session_key = $3 AND k.session_id = $4
+GROUP BY k.session_id
+"""
 # The window of the entry a caller names by cairn's id ($3, NULL when it is not a UUID) or by the
 # adapter's id ($4); both branches use an index, and only this session's entries count.
 ANCHOR_WINDOW = """
@@ -88,6 +97,10 @@ class HistoryReads:
 
     async def session(self, agent: str, key: str) -> SessionHead | None:
         row = await self._conn.fetchrow(FIND_SESSION, self._tenant, agent, key)
+        return SessionHead(row["session_id"], row["reset_index"]) if row else None
+
+    async def earlier_session(self, agent: str, key: str, session_id: uuid.UUID) -> SessionHead | None:
+        row = await self._conn.fetchrow(FIND_EARLIER_SESSION, self._tenant, agent, key, session_id)
         return SessionHead(row["session_id"], row["reset_index"]) if row else None
 
     async def anchor_window(self, session_id: str, message_id: str) -> int | None:

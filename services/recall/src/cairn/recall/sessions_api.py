@@ -69,13 +69,12 @@ async def _open_session(reads: HistoryReads, agent_id: str, key: str, session_id
     session = None if is_incognito(key) else await reads.session(agent_id, key)
     if session is None:
         raise Problem(404, f"No session {key!r} for agent {agent_id!r}.")
-    if session_id is not None and str(session_id) != session.session_id:
-        raise Problem(
-            404,
-            f"Session {key!r} now points to {session.session_id}; reading an earlier session id of a key "
-            "is not supported yet. Leave out session_id to read the current one.",
-        )
-    return session
+    if session_id is None or str(session_id) == session.session_id:
+        return session
+    earlier = await reads.earlier_session(agent_id, key, session_id)  # before a daily or idle reset
+    if earlier is None:
+        raise Problem(404, f"Session {key!r} of agent {agent_id!r} never had the id {session_id}.")
+    return earlier
 
 
 @router.get("/v1/sessions/{session_key:path}/history", response_model=HistoryPage, responses=PROBLEMS)

@@ -27,6 +27,10 @@ LEFT JOIN session.agent_settings a ON a.tenant_id = s.tenant_id AND a.agent_id =
 WHERE s.tenant_id = $1 AND s.agent_id = $2 AND s.session_key = $3
 FOR UPDATE OF s
 """
+REMEMBER_ID = """
+INSERT INTO session.key_sessions (tenant_id, agent_id, session_key, session_id) VALUES ($1, $2, $3, $4)
+ON CONFLICT DO NOTHING
+"""
 # A daily or idle reset: the key now points to a new, empty session; the old one keeps its transcript.
 ROTATE_SESSION = """
 UPDATE session.sessions SET session_id = $4, last_position = 0, reset_index = 0, window_tokens = 0, window_bytes = 0,
@@ -233,6 +237,8 @@ class PostgresTranscripts:
         created = await self._conn.fetchval(
             CREATE_SESSION, tenant, agent, key, uuid.UUID(session_id), chat_type, channel, parent
         )
+        if created is not None:
+            await self._conn.execute(REMEMBER_ID, tenant, agent, key, created)
         return _session_row(await self._conn.fetchrow(LOCK_SESSION, tenant, agent, key), created=created is not None)
 
     async def find_message(self, tenant: str, session: SessionRow, message_id: str) -> ForkSource | None:
@@ -302,6 +308,7 @@ class PostgresTranscripts:
 
     async def rotate(self, tenant: str, agent: str, key: str, session_id: str) -> SessionRow:
         await self._conn.execute(ROTATE_SESSION, tenant, agent, key, uuid.UUID(session_id))
+        await self._conn.execute(REMEMBER_ID, tenant, agent, key, uuid.UUID(session_id))
         return _session_row(await self._conn.fetchrow(LOCK_SESSION, tenant, agent, key), created=True)
 
     async def window_tail(self, tenant: str, session: SessionRow, limit: int) -> tuple[TranscriptLine, ...]:
