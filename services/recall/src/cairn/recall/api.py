@@ -2,7 +2,7 @@
 
 import json
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from cairn.platform.auth import Tenant
 from cairn.platform.problems import Problem
 from cairn.platform.runtime import runtime_of, settings_of
-from cairn.recall.queries import ReadStore
+from cairn.recall.queries import ReadStore, Scope
 from cairn.recall.settings import RecallSettings
 from cairn.text import build_query, snippet
 
@@ -24,6 +24,11 @@ class SessionSearch(BaseModel):
     query: str = Field(min_length=1, max_length=4096)
     limit: int = Field(default=10, ge=1, le=25)
     caller_session_key: str | None = Field(default=None, max_length=512)
+    visibility: Literal["self", "tree", "agent", "all"] = Field(
+        default="tree",
+        description="self: the caller's session; tree: it and the sessions forked or spawned from it (all of the "
+        "agent's when the caller is its main session); agent: every session of the agent; all: every agent's",
+    )
     consistent_with: str | None = Field(default=None, pattern=r"^[0-9]{1,19}$")
 
 
@@ -85,6 +90,18 @@ def _within_budget(hits: list[SessionHit], budget: int) -> tuple[list[SessionHit
     return kept, False
 
 
+async def _scope(store: ReadStore, tenant: str, body: SessionSearch) -> Scope:
+    """What the caller may see; without a caller session, self and tree see what the agent sees."""
+    caller, agent = body.caller_session_key, body.agent_id
+    if body.visibility == "all":
+        return Scope(None, None)
+    if caller is None or body.visibility == "agent" or (body.visibility == "tree" and caller == f"agent:{agent}:main"):
+        return Scope(agent, None)
+    if body.visibility == "self":
+        return Scope(agent, [caller])
+    return Scope(agent, await store.tree_keys(tenant, agent, caller))
+
+
 @router.post("/v1/sessions/search", response_model=SessionSearchResult, tags=["sessions"])
 async def search_sessions(body: SessionSearch, tenant: Tenant, request: Request) -> SessionSearchResult:
     """Find user and assistant messages again, word for word (Chinese, Japanese, Korean included)."""
@@ -97,7 +114,8 @@ async def search_sessions(body: SessionSearch, tenant: Tenant, request: Request)
     query = build_query(body.query)
     if query is None:
         return SessionSearchResult(results=[], truncated=False, indexing=indexing)
-    rows = await store.search_messages(tenant, body.agent_id, query.any_terms, query.all_terms, body.limit)
+    scope = await _scope(store, tenant, body)
+    rows = await store.search_messages(tenant, scope, query.any_terms, query.all_terms, body.limit)
     hits = [
         SessionHit(
             session_key=r.session_key,
