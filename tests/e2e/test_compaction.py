@@ -11,6 +11,7 @@ import pytest
 from cairn.events import SESSION_STREAM, CompactionImminent, decode_event
 from cairn.local import LocalStack
 from tests.conftest import Tenant
+from tests.streams import stream_messages
 
 # The test stack runs with CAIRN_SESSION_CONTEXT_WINDOW=2000: threshold = max(2000 − 24000, 2000 // 10) = 200.
 THRESHOLD_TOKENS = 200
@@ -19,23 +20,12 @@ THRESHOLD_TOKENS = 200
 async def _compaction_events(stack: LocalStack, tenant_id: str) -> list[CompactionImminent]:
     nc = await nats.connect(stack.nats_url)
     try:
-        js = nc.jetstream()
-        sub = await js.subscribe(
-            f"cairn.{tenant_id}.main.session.compaction-imminent", stream=SESSION_STREAM, ordered_consumer=True
-        )
-        events: list[CompactionImminent] = []
-        try:
-            while True:
-                msg = await sub.next_msg(timeout=1.0)
-                event = decode_event(msg.data)
-                assert isinstance(event, CompactionImminent)
-                events.append(event)
-        except nats.errors.TimeoutError:
-            return events
-        finally:
-            await sub.unsubscribe()
+        subject = f"cairn.{tenant_id}.main.session.compaction-imminent"
+        events = [decode_event(m.data or b"") for m in await stream_messages(nc.jetstream(), SESSION_STREAM, subject)]
     finally:
         await nc.close()
+    assert all(isinstance(e, CompactionImminent) for e in events)
+    return [e for e in events if isinstance(e, CompactionImminent)]
 
 
 async def _flushes_due(stack: LocalStack, tenant_id: str) -> list[tuple[str, int]]:

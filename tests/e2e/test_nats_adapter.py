@@ -12,6 +12,7 @@ import pytest
 from cairn.events import DEAD_LETTER_STREAM, inbound_subject
 from cairn.local import LocalStack
 from tests.conftest import Tenant
+from tests.streams import stream_messages
 
 
 async def _publish(stack: LocalStack, subject: str, payload: bytes) -> None:
@@ -26,27 +27,17 @@ async def _dead_letter_reasons(stack: LocalStack, marker: str) -> list[str]:
     """Reasons of the ingest dead letters whose payload contains `marker`."""
     nc = await nats.connect(stack.nats_url)
     try:
-        sub = await nc.jetstream().subscribe(
-            "cairn-dead-letter.ingest", stream=DEAD_LETTER_STREAM, ordered_consumer=True
-        )
-        reasons = []
-        try:
-            while True:
-                msg = await sub.next_msg(timeout=0.5)
-                if marker.encode() in msg.data:
-                    reasons.append((msg.headers or {}).get("Cairn-Error", ""))
-        except nats.errors.TimeoutError:
-            return reasons
-        finally:
-            await sub.unsubscribe()
+        letters = await stream_messages(nc.jetstream(), DEAD_LETTER_STREAM, "cairn-dead-letter.ingest")
     finally:
         await nc.close()
+    return [(m.headers or {}).get("Cairn-Error", "") for m in letters if marker.encode() in (m.data or b"")]
 
 
 def _eventually_dead(stack: LocalStack, marker: str) -> list[str]:
     deadline = time.monotonic() + 20
     reasons = asyncio.run(_dead_letter_reasons(stack, marker))
     while not reasons and time.monotonic() < deadline:
+        time.sleep(0.1)
         reasons = asyncio.run(_dead_letter_reasons(stack, marker))
     return reasons
 

@@ -14,7 +14,6 @@ import nats.js.errors
 import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
-from nats.js.api import RawStreamMsg
 
 from cairn.events import (
     DEAD_LETTER_STREAM,
@@ -33,6 +32,7 @@ from cairn.platform.postgres import tenant_transaction
 from cairn.platform.publisher import EventPublisher, Outgoing
 from cairn.platform.settings import NatsSettings
 from tests.integration.conftest import eventually, holds_for
+from tests.streams import stream_messages
 
 pytestmark = pytest.mark.integration
 
@@ -140,19 +140,6 @@ async def settled(js: JetStreamContext, projection: Projection, seq: int) -> boo
     except nats.js.errors.NotFoundError:
         return False  # the task has not created its consumer yet
     return info.ack_floor is not None and (info.ack_floor.stream_seq or 0) >= seq
-
-
-async def stream_messages(js: JetStreamContext, stream: str, subject: str) -> list[RawStreamMsg]:
-    """Every message stored on `subject`, in order, read without a consumer."""
-    found: list[RawStreamMsg] = []
-    seq = 1
-    while True:
-        try:
-            msg = await js.get_msg(stream, seq=seq, subject=subject, next=True)
-        except nats.js.errors.NotFoundError:
-            return found
-        found.append(msg)
-        seq = (msg.seq or seq) + 1
 
 
 async def rows(pool: Pool, table: str, tenant: str) -> list[asyncpg.Record]:

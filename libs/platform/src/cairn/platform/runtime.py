@@ -13,7 +13,6 @@ import uvicorn
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 from faststream.nats import NatsBroker
-from faststream.nats.opentelemetry import NatsTelemetryMiddleware
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from redis.asyncio import Redis
 
@@ -119,8 +118,7 @@ def create_service_app(
         broker = NatsBroker(
             settings.nats.url,
             name=f"cairn-{name}",
-            middlewares=[NatsTelemetryMiddleware(tracer_provider=tracer_provider)],
-            logger=None,  # per-message logs cost ~as much as the work; errors are logged by the consumer
+            logger=None,  # it only holds the connection here: our pull consumers log their own errors
             max_reconnect_attempts=-1,
         )
         redis = Redis.from_url(settings.redis.url)
