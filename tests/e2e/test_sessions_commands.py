@@ -51,7 +51,13 @@ def test_config_put_then_get_returns_the_effective_config(tenant: Tenant, other_
 
     put = tenant.ingest.put("/v1/agents/main/config", json=CONFIG)
     assert put.status_code == 200, put.text
-    effective = {**CONFIG, "reset": {**CONFIG["reset"], "idle_minutes": 60}}  # type: ignore[dict-item]
+    effective = {
+        **CONFIG,
+        "reset": {**CONFIG["reset"], "idle_minutes": 60},  # type: ignore[dict-item]
+        "group_scope": "group",
+        "reset_by_type": {},
+        "retention": {"dormant_after_days": None, "archive_after_days": None},
+    }
     assert put.json() == effective
     assert put.headers["etag"] == '"1"'
     got = tenant.ingest.get("/v1/agents/main/config")

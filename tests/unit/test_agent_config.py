@@ -12,10 +12,13 @@ from cairn.events.routing import routing_config, session_key_for
 DEFAULTS = {
     "dm_scope": "main",
     "identity_links": {},
+    "group_scope": "group",
     "reset": {"mode": "none", "at_hour": 4, "idle_minutes": 60, "timezone": "UTC"},
+    "reset_by_type": {},
     "context_window": None,
     "sessions_visibility": "tree",
     "remember_across_conversations": None,
+    "retention": {"dormant_after_days": None, "archive_after_days": None},
 }
 API_EXAMPLE = {
     "dm_scope": "per-channel-peer",
@@ -33,7 +36,7 @@ def test_an_empty_config_is_all_defaults() -> None:
 
 def test_the_api_example_is_valid_and_the_rest_is_filled_in() -> None:
     effective = AgentConfig.model_validate(API_EXAMPLE).model_dump(mode="json")
-    assert effective == {**API_EXAMPLE, "reset": DEFAULTS["reset"]}
+    assert effective == {**DEFAULTS, **API_EXAMPLE, "reset": DEFAULTS["reset"]}
 
 
 @pytest.mark.parametrize(
@@ -71,6 +74,16 @@ def test_valid_reset_policies(reset: dict[str, Any]) -> None:
         ({"sessions_visibility": "public"}, ("sessions_visibility",)),
         ({"remember_across_conversations": "maybe"}, ("remember_across_conversations",)),
         ({"dmScope": "main"}, ("dmScope",)),
+        ({"group_scope": "per-peer"}, ("group_scope",)),
+        ({"reset_by_type": {"dm": {"mode": "idle"}}}, ("reset_by_type", "dm", "[key]")),
+        ({"reset_by_type": {"group": {"mode": "hourly"}}}, ("reset_by_type", "group", "mode")),
+        ({"reset_by_type": {"thread": {"timezone": "Mars/Base"}}}, ("reset_by_type", "thread", "timezone")),
+        ({"reset_by_type": {"direct": {"idle_minutes": 0}}}, ("reset_by_type", "direct", "idle_minutes")),
+        ({"retention": {"dormant_after_days": 0}}, ("retention", "dormant_after_days")),
+        ({"retention": {"archive_after_days": -1}}, ("retention", "archive_after_days")),
+        ({"retention": {"dormant_after_days": 10, "archive_after_days": 5}}, ("retention",)),
+        ({"retention": {"delete_after_days": 5}}, ("retention", "delete_after_days")),
+        ({"identity_links": {"incognito-bob": ["telegram:1"]}}, ("identity_links",)),
     ],
     ids=lambda v: "-".join(map(str, v)) if isinstance(v, tuple) else None,
 )
@@ -107,3 +120,38 @@ def test_identity_links_in_the_config_join_one_person_across_channels() -> None:
     assert _key(linked, "telegram", "123") == _key(linked, "discord", "987") == "agent:main:direct:alice"
     assert _key(linked, "telegram", "987") == "agent:main:direct:987"
     assert _key({**linked, "dm_scope": "main"}, "discord", "987") == "agent:main:main"  # links ignored under main
+
+
+def test_a_reset_override_without_a_zone_takes_the_agents_zone() -> None:
+    config = AgentConfig.model_validate(
+        {
+            "reset": {"mode": "none", "timezone": "Asia/Shanghai"},
+            "reset_by_type": {
+                "direct": {"mode": "daily", "at_hour": 5},
+                "group": {"mode": "idle", "idle_minutes": 15, "timezone": "Europe/Berlin"},
+            },
+        }
+    )
+    policies = config.reset_policies()
+    assert (policies["direct"].mode, policies["direct"].at_hour, policies["direct"].timezone) == (
+        "daily",
+        5,
+        "Asia/Shanghai",
+    )
+    assert (policies["group"].mode, policies["group"].idle_minutes, policies["group"].timezone) == (
+        "idle",
+        15,
+        "Europe/Berlin",
+    )
+    assert set(policies) == {"direct", "group"}
+
+
+def _group_key(config: dict[str, Any], peer: str) -> str:
+    message = InboundMessage(text="hi", channel="telegram", peer_id=peer, chat_type="group", chat_id="-5")
+    return session_key_for(message, routing_config(AgentConfig.model_validate(config)))
+
+
+def test_group_scope_in_the_config_drives_group_routing() -> None:
+    assert _group_key({}, "1") == _group_key({}, "2") == "agent:main:telegram:group:-5"
+    assert _group_key({"group_scope": "per-member"}, "1") == "agent:main:telegram:group:-5:member:1"
+    assert _group_key({"group_scope": "per-member"}, "2") == "agent:main:telegram:group:-5:member:2"

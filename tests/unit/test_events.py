@@ -184,11 +184,24 @@ def test_agent_configured_carries_the_whole_effective_config() -> None:
     assert json.loads(encode_event(event))["config"] == {
         "dm_scope": "main",
         "identity_links": {},
+        "group_scope": "group",
         "reset": {"mode": "none", "at_hour": 4, "idle_minutes": 60, "timezone": "UTC"},
+        "reset_by_type": {},
         "context_window": None,
         "sessions_visibility": "tree",
         "remember_across_conversations": None,
+        "retention": {"dormant_after_days": None, "archive_after_days": None},
     }
+
+
+def test_agent_configured_published_before_group_scope_reset_by_type_and_retention_still_decodes() -> None:
+    first_published = golden("agent.configured.v1")
+    for added in ("group_scope", "reset_by_type", "retention"):
+        del first_published["config"][added]
+    decoded = decode_event(json.dumps(first_published))
+    assert isinstance(decoded, AgentConfigured)
+    assert (decoded.config.group_scope, decoded.config.reset_by_type) == ("group", {})
+    assert decoded.config.retention.archive_after_days is None
 
 
 def test_event_time_offset_is_kept_apart_from_record_time() -> None:

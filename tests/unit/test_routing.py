@@ -1,11 +1,20 @@
-"""Session keys for every dm_scope × chat type × thread × identity-link case, and reset commands."""
+"""Session keys for every dm_scope × group_scope × chat type × thread × identity-link case, and reset commands."""
 
 from typing import Any
 
 import pytest
 
 from cairn.events import InboundMessage
-from cairn.events.routing import DmScope, RoutingConfig, RoutingError, is_reset_command, session_key_for
+from cairn.events.routing import (
+    DmScope,
+    GroupScope,
+    RoutingConfig,
+    RoutingError,
+    incognito_thread_key,
+    is_incognito,
+    is_reset_command,
+    session_key_for,
+)
 
 SCOPES: tuple[DmScope, ...] = ("main", "per-peer", "per-channel-peer", "per-account-channel-peer")
 LINKS = {"alice": ("telegram:123", "discord:987")}
@@ -20,8 +29,8 @@ DC_987 = {"channel": "discord", "peer_id": "987"}
 TG_456 = {"channel": "telegram", "peer_id": "456"}
 TG_BOT = {"channel": "telegram", "peer_id": "123", "account_id": "bot-1"}
 
-# (id, dm_scope, identity links?, message fields, expected key)
-KEY_CASES: list[tuple[str, DmScope, bool, dict[str, Any], str]] = [
+# (id, dm_scope, identity links?, message fields, expected key[, group_scope])
+KEY_CASES: list[tuple[Any, ...]] = [
     # main: every direct message of an agent shares one session, whoever sends it
     ("main-direct", "main", False, TG_123, "agent:main:main"),
     ("main-direct-other-person", "main", False, DC_987, "agent:main:main"),
@@ -64,27 +73,52 @@ KEY_CASES: list[tuple[str, DmScope, bool, dict[str, Any], str]] = [
     ),
 ]
 
-# Groups and channels are keyed by the chat, whatever the dm_scope and links say.
+# Groups and channels follow group_scope, whatever the dm_scope says: (id suffix, group_scope, linked?, message
+# fields, expected key), each for both chat types and under every dm_scope.
+GROUP_CASES: list[tuple[str, GroupScope, bool, dict[str, Any], str]] = [
+    # group (default): everyone in the chat shares one session, whoever speaks and through which bot
+    ("group", "group", True, TG_123, "agent:main:telegram:{t}:-100"),
+    ("group-other-member", "group", False, TG_456, "agent:main:telegram:{t}:-100"),
+    ("group-account-ignored", "group", False, TG_BOT, "agent:main:telegram:{t}:-100"),
+    ("group-thread", "group", False, {**TG_123, "thread_id": "77"}, "agent:main:telegram:{t}:-100:thread:77"),
+    ("group-no-peer", "group", False, {"channel": "slack"}, "agent:main:slack:{t}:-100"),
+    # per-account: several bots in one chat keep their own sessions
+    ("per-account", "per-account", False, TG_BOT, "agent:main:telegram:bot-1:{t}:-100"),
+    ("per-account-default", "per-account", False, TG_123, "agent:main:telegram:default:{t}:-100"),
+    (
+        "per-account-member-ignored",
+        "per-account",
+        True,
+        {**TG_BOT, "peer_id": "456"},
+        "agent:main:telegram:bot-1:{t}:-100",
+    ),
+    (
+        "per-account-thread",
+        "per-account",
+        False,
+        {**TG_BOT, "thread_id": "77"},
+        "agent:main:telegram:bot-1:{t}:-100:thread:77",
+    ),
+    # per-member: each member of the chat has a session of their own, linked identities included
+    ("per-member", "per-member", False, TG_123, "agent:main:telegram:{t}:-100:member:123"),
+    ("per-member-other-member", "per-member", False, TG_456, "agent:main:telegram:{t}:-100:member:456"),
+    ("per-member-linked", "per-member", True, TG_123, "agent:main:telegram:{t}:-100:member:alice"),
+    ("per-member-unlinked", "per-member", True, TG_456, "agent:main:telegram:{t}:-100:member:456"),
+    (
+        "per-member-thread",
+        "per-member",
+        True,
+        {**TG_123, "thread_id": "77"},
+        "agent:main:telegram:{t}:-100:member:alice:thread:77",
+    ),
+]
 for scope in SCOPES:
     for chat_type in ("group", "channel"):
-        chat = {**TG_123, "chat_type": chat_type, "chat_id": "-100"}
-        KEY_CASES += [
-            (f"{scope}-{chat_type}", scope, True, chat, f"agent:main:telegram:{chat_type}:-100"),
-            (
-                f"{scope}-{chat_type}-thread",
-                scope,
-                False,
-                {**chat, "thread_id": "77"},
-                f"agent:main:telegram:{chat_type}:-100:thread:77",
-            ),
-            (
-                f"{scope}-{chat_type}-no-peer",
-                scope,
-                False,
-                {"channel": "slack", "chat_type": chat_type, "chat_id": "C01"},
-                f"agent:main:slack:{chat_type}:C01",
-            ),
-        ]
+        for suffix, group_scope, linked, fields, expected in GROUP_CASES:
+            chat = {**fields, "chat_type": chat_type, "chat_id": "-100"}
+            KEY_CASES.append(
+                (f"{scope}-{chat_type}-{suffix}", scope, linked, chat, expected.format(t=chat_type), group_scope)
+            )
 
 # An explicit key wins over everything, including what would otherwise be an error or a thread suffix.
 for scope in SCOPES:
@@ -100,15 +134,73 @@ for scope in SCOPES:
         )
 
 
-def config(scope: DmScope, linked: bool) -> RoutingConfig:
-    return RoutingConfig(dm_scope=scope, identity_links=LINKS if linked else {})
+def config(scope: DmScope, linked: bool, group_scope: GroupScope = "group") -> RoutingConfig:
+    return RoutingConfig(dm_scope=scope, identity_links=LINKS if linked else {}, group_scope=group_scope)
 
 
 @pytest.mark.parametrize(
-    ("scope", "linked", "fields", "expected"), [c[1:] for c in KEY_CASES], ids=[c[0] for c in KEY_CASES]
+    ("scope", "linked", "fields", "expected", "group_scope"),
+    [(*c[1:5], c[5] if len(c) > 5 else "group") for c in KEY_CASES],
+    ids=[c[0] for c in KEY_CASES],
 )
-def test_session_key(scope: DmScope, linked: bool, fields: dict[str, Any], expected: str) -> None:
-    assert session_key_for(msg(**fields), config(scope, linked)) == expected
+def test_session_key(
+    scope: DmScope, linked: bool, fields: dict[str, Any], expected: str, group_scope: GroupScope
+) -> None:
+    assert session_key_for(msg(**fields), config(scope, linked, group_scope)) == expected
+
+
+@pytest.mark.parametrize("group_scope", ["group", "per-account", "per-member"])
+def test_group_scope_never_changes_direct_keys(group_scope: GroupScope) -> None:
+    for scope in SCOPES:
+        assert session_key_for(msg(**TG_123), config(scope, True, group_scope)) == session_key_for(
+            msg(**TG_123), config(scope, True)
+        )
+
+
+def test_in_a_group_two_members_share_one_session_and_per_member_separates_them() -> None:
+    """The group counterpart of the main-scope pitfall: by default a group is one conversation."""
+    alice = msg(**TG_123, chat_type="group", chat_id="-100")
+    bob = msg(**TG_456, chat_type="group", chat_id="-100")
+    shared = config("per-channel-peer", False)
+    assert session_key_for(alice, shared) == session_key_for(bob, shared)
+    separate = config("per-channel-peer", False, "per-member")
+    assert session_key_for(alice, separate) != session_key_for(bob, separate)
+
+
+@pytest.mark.parametrize("chat_type", ["group", "channel"])
+def test_per_member_needs_the_peer(chat_type: str) -> None:
+    with pytest.raises(RoutingError, match="per-member") as caught:
+        session_key_for(
+            msg(channel="telegram", chat_type=chat_type, chat_id="-100"), config("main", False, "per-member")
+        )
+    assert caught.value.field == "peer_id"
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"channel": "incognito-web"}, "channel"),
+        ({"agent_id": "incognito-bot"}, "agent_id"),
+        ({"peer_id": "incognito-7"}, "peer_id"),
+        ({"account_id": "incognito-a"}, "account_id"),
+        ({"chat_type": "group", "chat_id": "incognito-1"}, "chat_id"),
+        ({"chat_type": "group", "chat_id": "-1", "thread_id": "x:incognito-2"}, "thread_id"),
+    ],
+)
+def test_ids_that_would_make_a_key_look_incognito_are_refused(fields: dict[str, Any], field: str) -> None:
+    """Such a key would be persisted, yet read as a memory-only thread: the prefix is reserved."""
+    base = {"channel": "telegram", "peer_id": "123", **fields}
+    with pytest.raises(RoutingError, match="incognito-") as caught:
+        session_key_for(msg(**base), config("per-account-channel-peer", False))
+    assert caught.value.field == field
+
+
+def test_an_incognito_thread_key_is_recognised_and_no_derived_key_is() -> None:
+    key = incognito_thread_key("main")
+    assert is_incognito(key)
+    assert key.startswith("agent:main:dashboard:incognito-")
+    assert not is_incognito("agent:main:telegram:direct:not-incognito-1")
+    assert not any(is_incognito(c[4]) for c in KEY_CASES)
 
 
 def test_under_main_two_people_share_one_session_and_per_channel_peer_separates_them() -> None:

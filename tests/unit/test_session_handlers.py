@@ -18,6 +18,7 @@ from cairn.events import (
     TranscriptAppended,
 )
 from cairn.events.models import TranscriptLine
+from cairn.session.domain import reset_policy_for
 from cairn.session.handlers import SessionHandlers
 from cairn.session.settings import CompactionSettings, SessionSettings
 from cairn.session.store import CopiedMessage, Entry, ForkSource, SessionRow
@@ -43,15 +44,19 @@ class InMemoryTranscripts:
         self.agent_of: dict[str, str] = {}
         self.parents: dict[str, str | None] = {}
         self.entries: dict[str, list[Stored]] = {}
-        self.settings: dict[str, tuple[int, int | None, ResetPolicy]] = {}
+        self.chat_type_of: dict[str, str] = {}
+        self.settings: dict[str, tuple[int, AgentConfig]] = {}
 
     def _current(self, key: str, created: bool) -> SessionRow:
         settings = self.settings.get(self.agent_of[key])
+        config = settings[1] if settings else None
         return replace(
             self.sessions[key],
             created=created,
-            context_window=settings[1] if settings else None,
-            reset_policy=settings[2] if settings else None,
+            context_window=config.context_window if config else None,
+            reset_policy=reset_policy_for(config.reset, config.reset_policies(), self.chat_type_of[key], key)
+            if config
+            else None,
         )
 
     async def open_session(self, tenant: str, agent: str, key: str, chat_type: str, channel: str) -> SessionRow:
@@ -67,6 +72,7 @@ class InMemoryTranscripts:
             return self._current(key, created=False)
         self.sessions[key] = SessionRow(session_id, 0, 0, 0, 0, False, 0, True)
         self.agent_of[key], self.parents[session_id], self.entries[session_id] = agent, parent_id, []
+        self.chat_type_of[key] = chat_type
         return self._current(key, created=True)
 
     async def has_external_id(self, tenant: str, channel: str, external_id: str | None) -> bool:
@@ -177,11 +183,9 @@ class InMemoryTranscripts:
             for s in self.entries[child.session_id]
         ]  # fmt: skip
 
-    async def save_agent_settings(
-        self, tenant: str, agent: str, version: int, context_window: int | None, reset: ResetPolicy
-    ) -> None:
-        if version >= self.settings.get(agent, (0, None, reset))[0]:
-            self.settings[agent] = (version, context_window, reset)
+    async def save_agent_settings(self, tenant: str, agent: str, version: int, config: AgentConfig) -> None:
+        if version >= self.settings.get(agent, (0, config))[0]:
+            self.settings[agent] = (version, config)
 
 
 def _received(
@@ -405,7 +409,7 @@ async def test_the_agents_context_window_sets_its_compaction_threshold() -> None
     store, handlers = InMemoryTranscripts(), _handlers()  # service default: 200,000 tokens
     assert await handlers.on_configured(store, _configured(2, 2000)) == []
     assert await handlers.on_configured(store, _configured(1, 500_000)) == []  # an older version arrives late
-    assert store.settings["main"][:2] == (2, 2000)
+    assert (store.settings["main"][0], store.settings["main"][1].context_window) == (2, 2000)
     fired = [
         e
         for i in range(12)  # ~25 tokens each: crosses 200 = max(2000 - 24000, 2000 // 10)
@@ -504,3 +508,74 @@ async def test_cron_sessions_never_get_compaction_imminent() -> None:
         event = MessageReceived(tenant_id=TENANT, session_key="cron:nightly", message=message)
         emitted = await handlers.on_message(store, event, i)
         assert not any(isinstance(e, CompactionImminent) for e in emitted)
+
+
+def _in(
+    chat_type: str, text: str, when: datetime, message_id: str, key: str, thread_id: str | None = None
+) -> MessageReceived:
+    chat_id = None if chat_type == "direct" else "-100"
+    message = InboundMessage(
+        text=text, message_id=message_id, channel="telegram", chat_type=chat_type, chat_id=chat_id, thread_id=thread_id
+    )
+    return MessageReceived(tenant_id=TENANT, session_key=key, message=message, occurred_at=when)
+
+
+GROUP = "agent:main:telegram:group:-100"
+GROUP_THREAD = "agent:main:telegram:group:-100:thread:7"
+BY_TYPE = AgentConfig.model_validate(
+    {
+        "reset": {"mode": "none", "timezone": "Asia/Shanghai"},
+        "reset_by_type": {
+            "direct": {"mode": "daily", "at_hour": 4},  # in the agent's zone, Shanghai
+            "group": {"mode": "idle", "idle_minutes": 30},
+            "thread": {"mode": "none"},
+        },
+    }
+)
+
+
+async def _session_ids(
+    store: InMemoryTranscripts, handlers: SessionHandlers, events: list[MessageReceived]
+) -> list[str]:
+    ids = []
+    for seq, event in enumerate(events, start=1):
+        await handlers.on_message(store, event, seq)
+        ids.append(store.sessions[event.session_key].session_id)
+    return ids
+
+
+async def test_each_chat_type_follows_its_own_reset_policy() -> None:
+    store, handlers = InMemoryTranscripts(), _handlers()
+    await handlers.on_configured(store, AgentConfigured(tenant_id=TENANT, version=1, config=BY_TYPE))
+    start = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)  # 20:00 in Shanghai
+    later = start + timedelta(hours=2)  # idle for two hours, still before 04:00 in Shanghai
+    next_day = start + timedelta(hours=10)  # 06:00 in Shanghai: past the daily hour
+    direct = await _session_ids(
+        store, handlers, [_in("direct", "a", start, "d1", KEY), _in("direct", "b", later, "d2", KEY),
+                          _in("direct", "c", next_day, "d3", KEY)],
+    )  # fmt: skip
+    group = await _session_ids(
+        store, handlers, [_in("group", "a", start, "g1", GROUP), _in("group", "b", start + timedelta(minutes=20), "g2",
+                          GROUP), _in("group", "c", later, "g3", GROUP)],
+    )  # fmt: skip
+    thread = await _session_ids(
+        store, handlers, [_in("group", "a", start, "t1", GROUP_THREAD, "7"),
+                          _in("group", "b", next_day, "t2", GROUP_THREAD, "7")],
+    )  # fmt: skip
+    assert direct[0] == direct[1] != direct[2]  # two idle hours are fine, the daily hour is not
+    assert group[0] == group[1] != group[2]  # twenty minutes are fine, two hours idle are not
+    assert thread[0] == thread[1]  # threads never reset, although they are in a group
+
+
+async def test_a_chat_type_without_its_own_policy_follows_the_agents_default() -> None:
+    store, handlers = InMemoryTranscripts(), _handlers()
+    config = AgentConfig.model_validate(
+        {"reset": {"mode": "idle", "idle_minutes": 30}, "reset_by_type": {"direct": {"mode": "none"}}}
+    )
+    await handlers.on_configured(store, AgentConfigured(tenant_id=TENANT, version=1, config=config))
+    start = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
+    events = [_in(t, "x", start + timedelta(hours=h), f"{t}{h}", k) for t, k in (("direct", KEY), ("group", GROUP))
+              for h in (0, 3)]  # fmt: skip
+    ids = await _session_ids(store, handlers, events)
+    assert ids[0] == ids[1]  # direct: none
+    assert ids[2] != ids[3]  # group: the default, idle after 30 minutes

@@ -7,11 +7,16 @@ config); `null` where it appears means "the deployment's default" and is kept as
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 DmScope = Literal["main", "per-peer", "per-channel-peer", "per-account-channel-peer"]
+# How group and channel chats map to sessions: one per chat (`group`), one per chat and bot account
+# (`per-account`, for several bots in one group), or one per chat and member (`per-member`).
+GroupScope = Literal["group", "per-account", "per-member"]
 Visibility = Literal["self", "tree", "agent", "all"]
 ResetMode = Literal["none", "daily", "idle"]
+# What a reset policy can be given for: a chat type, or threads of any chat type (`thread` wins).
+ResetKind = Literal["direct", "group", "channel", "thread"]
 
 # A person becomes a session-key segment (`agent:main:direct:alice`): no colons, no whitespace.
 Person = Annotated[str, Field(pattern=r"^[^\s:]{1,128}$")]
@@ -32,15 +37,44 @@ def _known_zone(name: str) -> str:
 TimeZone = Annotated[str, Field(min_length=1, max_length=64), AfterValidator(_known_zone)]
 
 
-class ResetPolicy(BaseModel):
-    """When a session starts a fresh window by itself: never, daily at an hour, or after idle minutes."""
-
+class _ResetRule(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     mode: ResetMode = "none"
     at_hour: int = Field(default=4, ge=0, le=23, description="local hour of the daily reset")
     idle_minutes: int = Field(default=60, ge=1, description="inactivity before an idle reset")
+
+
+class ResetPolicy(_ResetRule):
+    """When a session starts a fresh window by itself: never, daily at an hour, or after idle minutes."""
+
     timezone: TimeZone = Field(default="UTC", description="IANA time zone the daily hour is read in")
+
+
+class ResetOverride(_ResetRule):
+    """The reset policy of one kind of session (`reset_by_type`); its zone defaults to the agent's."""
+
+    timezone: TimeZone | None = Field(default=None, description="null: the time zone of the agent's `reset`")
+
+
+class Retention(BaseModel):
+    """How long a quiet session stays active, then dormant, before it is archived (nothing is deleted)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dormant_after_days: float | None = Field(
+        default=None, gt=0, description="quiet days before dormant; null = the deployment's default"
+    )
+    archive_after_days: float | None = Field(
+        default=None, gt=0, description="quiet days before archived; null = the deployment's default"
+    )
+
+    @model_validator(mode="after")
+    def _archive_not_before_dormant(self) -> "Retention":
+        dormant, archive = self.dormant_after_days, self.archive_after_days
+        if dormant is not None and archive is not None and archive < dormant:
+            raise ValueError(f"archive_after_days ({archive}) must not be less than dormant_after_days ({dormant})")
+        return self
 
 
 class AgentConfig(BaseModel):
@@ -48,9 +82,15 @@ class AgentConfig(BaseModel):
 
     dm_scope: DmScope = "main"
     identity_links: dict[Person, tuple[PeerAddress, ...]] = Field(
-        default_factory=dict, description='person -> channel peers ("telegram:123"); ignored when dm_scope is main'
+        default_factory=dict,
+        description='person -> channel peers ("telegram:123"); for direct messages ignored when dm_scope is main, '
+        "and used by group_scope per-member",
     )
+    group_scope: GroupScope = "group"
     reset: ResetPolicy = Field(default_factory=ResetPolicy)
+    reset_by_type: dict[ResetKind, ResetOverride] = Field(
+        default_factory=dict, description="a policy per chat type or for threads, in place of `reset`"
+    )
     context_window: int | None = Field(
         default=None, ge=1000, description="tokens; null = the deployment's default (CAIRN_SESSION_CONTEXT_WINDOW)"
     )
@@ -58,6 +98,7 @@ class AgentConfig(BaseModel):
     remember_across_conversations: bool | None = Field(
         default=None, description="null = on when dm_scope is main, off otherwise"
     )
+    retention: Retention = Field(default_factory=Retention)
 
     @field_validator("identity_links")
     @classmethod
@@ -65,7 +106,16 @@ class AgentConfig(BaseModel):
         """A peer linked to two people would route by dictionary order: refuse the ambiguity."""
         owner: dict[str, str] = {}
         for person, peers in links.items():
+            if person.startswith("incognito-"):
+                raise ValueError(f"{person}: names starting with 'incognito-' are reserved for incognito threads")
             for peer in peers:
                 if owner.setdefault(peer, person) != person:
                     raise ValueError(f"{peer} is linked to both {owner[peer]} and {person}")
         return links
+
+    def reset_policies(self) -> dict[str, ResetPolicy]:
+        """The per-kind policies as complete policies: an override without a zone takes `reset`'s."""
+        return {
+            kind: ResetPolicy(**{**rule.model_dump(), "timezone": rule.timezone or self.reset.timezone})
+            for kind, rule in self.reset_by_type.items()
+        }

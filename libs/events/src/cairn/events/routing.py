@@ -3,22 +3,39 @@
 Shared by ingest (which answers with the key) and session (which appends under it); pure functions.
 """
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from cairn.events.agents import AgentConfig, DmScope
+from cairn.events.agents import AgentConfig, DmScope, GroupScope
 from cairn.events.models import InboundMessage
 
 __all__ = [
     "DmScope",
+    "GroupScope",
     "RoutingConfig",
     "RoutingError",
     "canonical_peer",
+    "incognito_thread_key",
+    "is_incognito",
     "is_reset_command",
     "routing_config",
     "session_key_for",
 ]
+
+
+# Incognito threads carry a segment starting with this prefix (DESIGN §5); it is reserved for them.
+INCOGNITO_PREFIX = "incognito-"
+
+
+def is_incognito(session_key: str) -> bool:
+    """Whether a key addresses an incognito thread, which lives in memory only."""
+    return any(segment.startswith(INCOGNITO_PREFIX) for segment in session_key.split(":"))
+
+
+def incognito_thread_key(agent_id: str) -> str:
+    return f"agent:{agent_id}:dashboard:{INCOGNITO_PREFIX}{uuid.uuid4()}"
 
 
 class RoutingError(ValueError):
@@ -34,11 +51,12 @@ class RoutingConfig:
     dm_scope: DmScope = "main"
     # canonical person -> channel peers ("telegram:123"); ignored under dm_scope=main
     identity_links: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    group_scope: GroupScope = "group"
 
 
 def routing_config(config: AgentConfig) -> RoutingConfig:
     """What routing needs of an agent's settings."""
-    return RoutingConfig(config.dm_scope, dict(config.identity_links))
+    return RoutingConfig(config.dm_scope, dict(config.identity_links), config.group_scope)
 
 
 def canonical_peer(channel: str, peer_id: str, links: Mapping[str, tuple[str, ...]]) -> str:
@@ -64,17 +82,38 @@ def _direct_key(msg: InboundMessage, config: RoutingConfig) -> str:
     return f"agent:{agent}:{msg.channel}:{account}:direct:{peer}"
 
 
+def _group_key(msg: InboundMessage, config: RoutingConfig) -> str:
+    """Group and channel chats: one session per chat, per chat and bot account, or per chat and member."""
+    if not msg.chat_id:
+        raise RoutingError("chat_id", f"chat_id is required for {msg.chat_type} messages")
+    agent, chat = msg.agent_id, f"{msg.chat_type}:{msg.chat_id}"
+    if config.group_scope == "group":
+        return f"agent:{agent}:{msg.channel}:{chat}"
+    if config.group_scope == "per-account":
+        return f"agent:{agent}:{msg.channel}:{msg.account_id or 'default'}:{chat}"
+    if not msg.peer_id:
+        raise RoutingError(
+            "peer_id", f"peer_id is required for {msg.chat_type} messages when group_scope is per-member"
+        )
+    member = canonical_peer(msg.channel, msg.peer_id, config.identity_links)
+    return f"agent:{agent}:{msg.channel}:{chat}:member:{member}"
+
+
 def session_key_for(msg: InboundMessage, config: RoutingConfig) -> str:
-    """The key a message routes to; an explicit `session_key` always wins."""
+    """The key a message routes to; an explicit `session_key` always wins. A thread suffix comes last."""
     if msg.session_key:
         return msg.session_key
-    if msg.chat_type == "direct":
-        key = _direct_key(msg, config)
-    else:
-        if not msg.chat_id:
-            raise RoutingError("chat_id", f"chat_id is required for {msg.chat_type} messages")
-        key = f"agent:{msg.agent_id}:{msg.channel}:{msg.chat_type}:{msg.chat_id}"
+    _refuse_reserved_ids(msg)
+    key = _direct_key(msg, config) if msg.chat_type == "direct" else _group_key(msg, config)
     return f"{key}:thread:{msg.thread_id}" if msg.thread_id else key
+
+
+def _refuse_reserved_ids(msg: InboundMessage) -> None:
+    """A derived key must never look incognito: it would be persisted, yet read as a memory-only thread."""
+    for name in ("agent_id", "channel", "account_id", "peer_id", "chat_id", "thread_id"):
+        value = getattr(msg, name)
+        if value and any(part.startswith(INCOGNITO_PREFIX) for part in value.split(":")):
+            raise RoutingError(name, f"{name} must not start with {INCOGNITO_PREFIX!r}: it marks incognito threads")
 
 
 def is_reset_command(msg: InboundMessage) -> Literal["new", "reset"] | None:

@@ -2,6 +2,7 @@
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal
@@ -52,6 +53,16 @@ def last_daily_reset(policy: ResetPolicy, now: datetime) -> datetime:
     local = now.astimezone(ZoneInfo(policy.timezone))
     boundary = local.replace(hour=policy.at_hour, minute=0, second=0, microsecond=0)
     return boundary if boundary <= local else boundary - timedelta(days=1)
+
+
+def reset_policy_for(
+    default: ResetPolicy | None, by_kind: Mapping[str, ResetPolicy], chat_type: str, session_key: str
+) -> ResetPolicy | None:
+    """The policy a session follows: the agent's `thread` policy for a thread, else its chat type's, else
+    the agent's default (None when the agent was never configured)."""
+    if ":thread:" in session_key and "thread" in by_kind:
+        return by_kind["thread"]
+    return by_kind.get(chat_type, default)
 
 
 def stale_because(

@@ -259,11 +259,8 @@ class SessionHandlers:
         )  # fmt: skip
 
     async def on_configured(self, store: Transcripts, event: AgentConfigured) -> list[Event]:
-        """Keep what this service needs of the agent's config: its context window and reset policy."""
-        config = event.config
-        await store.save_agent_settings(
-            event.tenant_id, event.agent_id, event.version, config.context_window, config.reset
-        )
+        """Keep what this service needs of the agent's config: context window, reset policies, retention."""
+        await store.save_agent_settings(event.tenant_id, event.agent_id, event.version, event.config)
         return []
 
 

@@ -4,13 +4,15 @@ Every call runs inside the caller's tenant transaction; `open_session` locks the
 writer at a time allocates positions (gap-free, across replicas).
 """
 
+import json
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from cairn.events import ResetPolicy
+from cairn.events import AgentConfig, ResetPolicy
 from cairn.events.models import TranscriptLine
+from cairn.session.domain import reset_policy_for
 
 CREATE_SESSION = """
 INSERT INTO session.sessions (tenant_id, agent_id, session_key, session_id, chat_type, channel, parent_session_id)
@@ -20,8 +22,8 @@ RETURNING session_id
 """
 # The agent's context window and reset policy ride along: no second query per message.
 LOCK_SESSION = """
-SELECT s.session_id, s.last_position, s.reset_index, s.window_tokens, s.window_bytes, s.compaction_flagged,
-    s.compaction_cycle, s.last_activity_at, a.context_window, a.reset_policy
+SELECT s.session_id, s.session_key, s.chat_type, s.last_position, s.reset_index, s.window_tokens, s.window_bytes,
+    s.compaction_flagged, s.compaction_cycle, s.last_activity_at, a.context_window, a.reset_policy, a.reset_by_type
 FROM session.sessions s
 LEFT JOIN session.agent_settings a ON a.tenant_id = s.tenant_id AND a.agent_id = s.agent_id
 WHERE s.tenant_id = $1 AND s.agent_id = $2 AND s.session_key = $3
@@ -61,11 +63,13 @@ WHERE tenant_id = $1 AND session_id = $2
 """
 # Versions only move forward: a re-published older config never overwrites a newer one.
 SAVE_AGENT_SETTINGS = """
-INSERT INTO session.agent_settings (tenant_id, agent_id, context_window, reset_policy, config_version)
-VALUES ($1, $2, $3, $4::jsonb, $5)
+INSERT INTO session.agent_settings (tenant_id, agent_id, context_window, reset_policy, config_version, reset_by_type,
+    dormant_after, archive_after)
+VALUES ($1, $2, $3, $4::jsonb, $5, $6::jsonb, $7, $8)
 ON CONFLICT (tenant_id, agent_id) DO UPDATE
 SET context_window = excluded.context_window, reset_policy = excluded.reset_policy,
-    config_version = excluded.config_version, updated_at = now()
+    config_version = excluded.config_version, reset_by_type = excluded.reset_by_type,
+    dormant_after = excluded.dormant_after, archive_after = excluded.archive_after, updated_at = now()
 WHERE session.agent_settings.config_version <= excluded.config_version
 """
 FIND_EXTERNAL = "SELECT 1 FROM session.entries WHERE tenant_id = $1 AND channel = $2 AND external_id = $3"
@@ -120,7 +124,7 @@ class SessionRow:
     compaction_cycle: int
     created: bool
     context_window: int | None = None  # the agent's, when it configured one
-    reset_policy: ResetPolicy | None = None  # the agent's, when it configured one
+    reset_policy: ResetPolicy | None = None  # the agent's for this kind of session, when it configured one
     last_activity_at: datetime | None = None
 
 
@@ -214,9 +218,9 @@ class Transcripts(Protocol):
         """Copy the source's messages into the empty `child` from position 1, in order; advance the child."""
         ...
 
-    async def save_agent_settings(
-        self, tenant: str, agent: str, version: int, context_window: int | None, reset: ResetPolicy
-    ) -> None: ...
+    async def save_agent_settings(self, tenant: str, agent: str, version: int, config: AgentConfig) -> None:
+        """Keep what the session service needs of an agent's config; an older version never wins."""
+        ...
 
 
 class PostgresTranscripts:
@@ -270,10 +274,13 @@ class PostgresTranscripts:
         await self._conn.execute(ADVANCE_COPY, tenant, child_id, len(copied), tokens, size)
         return copied
 
-    async def save_agent_settings(
-        self, tenant: str, agent: str, version: int, context_window: int | None, reset: ResetPolicy
-    ) -> None:
-        await self._conn.execute(SAVE_AGENT_SETTINGS, tenant, agent, context_window, reset.model_dump_json(), version)
+    async def save_agent_settings(self, tenant: str, agent: str, version: int, config: AgentConfig) -> None:
+        by_type = json.dumps({kind: policy.model_dump() for kind, policy in config.reset_policies().items()})
+        retention = config.retention
+        await self._conn.execute(
+            SAVE_AGENT_SETTINGS, tenant, agent, config.context_window, config.reset.model_dump_json(), version, by_type,
+            _days(retention.dormant_after_days), _days(retention.archive_after_days),
+        )  # fmt: skip
 
     async def has_external_id(self, tenant: str, channel: str, external_id: str | None) -> bool:
         if external_id is None:
@@ -321,12 +328,17 @@ class PostgresTranscripts:
 
 
 def _session_row(row: Any, created: bool) -> SessionRow:
+    default = ResetPolicy.model_validate_json(row["reset_policy"]) if row["reset_policy"] else None
+    by_kind = {k: ResetPolicy.model_validate(v) for k, v in json.loads(row["reset_by_type"] or "{}").items()}
     return SessionRow(
         str(row["session_id"]), row["last_position"], row["reset_index"], row["window_tokens"], row["window_bytes"],
         row["compaction_flagged"], row["compaction_cycle"], created, row["context_window"],
-        ResetPolicy.model_validate_json(row["reset_policy"]) if row["reset_policy"] else None,
-        row["last_activity_at"],
+        reset_policy_for(default, by_kind, row["chat_type"], row["session_key"]), row["last_activity_at"],
     )  # fmt: skip
+
+
+def _days(days: float | None) -> timedelta | None:
+    return timedelta(days=days) if days is not None else None
 
 
 def _as_uuid(value: str) -> uuid.UUID | None:
