@@ -15,11 +15,15 @@ INGEST_PATHS = {
     ("put", "/v1/agents/{agent_id}/config"),
     ("get", "/v1/agents/{agent_id}/config"),
     ("post", "/v1/admin/tenants"),
+    ("put", "/v1/memory/files/{path}"),
+    ("delete", "/v1/memory/files/{path}"),
+    ("post", "/v1/memory/daily"),
 }
 RECALL_PATHS = {
     ("post", "/v1/sessions/search"),
     ("get", "/v1/memory/files/{path}"),
     ("get", "/v1/memory/files"),
+    ("get", "/v1/memory/versions/{path}"),
 }
 
 

@@ -1,6 +1,7 @@
 """Consolidation without I/O: snapshot rendering and naming, write planning, and the handlers run against
 an in-memory twin of the `MemoryStore` port."""
 
+import re
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta, timezone
 
@@ -10,8 +11,8 @@ from cairn.consolidation.domain import (
     Document,
     DocumentWrite,
     Skipped,
+    WriteOutcome,
     clock,
-    is_valid_path,
     one_line,
     plan_write,
     render_snapshot,
@@ -20,14 +21,16 @@ from cairn.consolidation.domain import (
 )
 from cairn.consolidation.handlers import (
     bind,
+    bind_at,
     on_compaction_imminent,
     on_memory_write_requested,
     on_reset_boundary,
 )
 from cairn.consolidation.store import MemoryStore, StaleDocumentError
 from cairn.events import CompactionImminent, DocumentChanged, Event, MemoryWriteRequested, ResetBoundary
+from cairn.events.documents import MAX_DOCUMENT_BYTES
 from cairn.events.models import Role, TranscriptLine
-from cairn.platform.consumer import Delivery
+from cairn.platform.consumer import Delivery, PoisonEvent
 
 TENANT = "0193f0c4-7a3e-7cc1-9b2e-5d1f3a2b4c6d"
 RESET_AT = datetime(2026, 11, 30, 14, 5, 42, tzinfo=UTC)
@@ -40,6 +43,7 @@ class InMemoryStore:
         self.documents: dict[tuple[str, str, str], Document] = {}
         self.versions: list[tuple[str, str, DocumentWrite]] = []
         self.flushes: set[tuple[str, str, int]] = set()
+        self.outcomes: dict[str, WriteOutcome] = {}
 
     async def get_document(self, tenant_id: str, agent_id: str, path: str) -> Document | None:
         return self.documents.get((tenant_id, agent_id, path))
@@ -51,6 +55,9 @@ class InMemoryStore:
             raise StaleDocumentError(write.path)
         self.documents[key] = Document(write.version, write.text, write.change == "deleted")
         self.versions.append((tenant_id, agent_id, write))
+
+    async def record_outcome(self, tenant_id: str, agent_id: str, outcome: WriteOutcome) -> None:
+        self.outcomes.setdefault(outcome.request_id, outcome)
 
     async def record_flush_due(self, event: CompactionImminent) -> bool:
         key = (event.tenant_id, event.session_id, event.cycle)
@@ -181,23 +188,25 @@ def test_unchanged_text_is_not_a_new_version() -> None:
     assert isinstance(plan_write(Document(1, "a"), write("append", "")), Skipped)
 
 
-@pytest.mark.parametrize(
-    ("path", "valid"),
-    [
-        ("MEMORY.md", True),
-        ("memory/daily/2026-11-30.md", True),
-        ("memory/bank/偏好.md", True),
-        ("memory/../MEMORY.md", False),
-        ("/memory/a.md", False),
-        ("memory//a.md", False),
-        ("memory/a.txt", False),
-        ("notes/a.md", False),
-        ("memory\\a.md", False),
-        ("memory/a\n.md", False),
-    ],
-)
-def test_document_paths(path: str, valid: bool) -> None:
-    assert is_valid_path(path) is valid
+def test_skipped_writes_say_why_and_what_the_client_can_see() -> None:
+    assert plan_write(Document(2, "a"), write("put", "b", if_match=1)) == Skipped(
+        "conflict", 2, "if_match 1 does not match current version 2"
+    )
+    assert plan_write(Document(3, "", deleted=True), write("put", "b", if_match=3)) == Skipped(
+        "conflict", 0, "if_match 3 does not match current version 0"
+    )
+    assert plan_write(Document(2, "a"), write("put", "a")) == Skipped("unchanged", 2, "text unchanged")
+    assert plan_write(None, write("delete")) == Skipped("missing", 0, "document does not exist")
+
+
+def test_an_append_past_the_size_limit_is_refused_with_the_size() -> None:
+    almost_full = Document(1, "x" * (MAX_DOCUMENT_BYTES - 2))
+    assert planned(almost_full, write("append", "y")).text.endswith("x\ny")
+    refused = plan_write(almost_full, write("append", "yz"))
+    assert refused == Skipped(
+        "too_large", 1,
+        f"the document would be {MAX_DOCUMENT_BYTES + 1} bytes in UTF-8; the limit is {MAX_DOCUMENT_BYTES} bytes",
+    )  # fmt: skip
 
 
 # -- handlers against the in-memory store ----------------------------------------------------------
@@ -238,21 +247,60 @@ async def test_reset_without_user_or_assistant_messages_writes_nothing() -> None
 
 async def test_memory_writes_version_every_change() -> None:
     store = InMemoryStore()
-    for request in (write("put", "a"), write("append", "b"), write("delete")):
-        [changed] = changes(await on_memory_write_requested(store, request))
-        assert changed.causation_id == request.event_id
+    for position, request in enumerate((write("put", "a"), write("append", "b"), write("delete")), 7):
+        [changed] = changes(await on_memory_write_requested(store, request, position))
+        assert (changed.causation_id, changed.ingest_seq) == (request.event_id, position)
+        assert store.outcomes[request.event_id] == WriteOutcome(
+            request.event_id, "MEMORY.md", "applied", changed.version, changed.change, ""
+        )
     assert [(w.version, w.change, w.text) for _, _, w in store.versions] == [
         (1, "created", "a"), (2, "updated", "a\nb"), (3, "deleted", ""),
     ]  # fmt: skip
     assert store.documents[(TENANT, "main", "MEMORY.md")] == Document(3, "", deleted=True)
 
 
-async def test_if_match_conflict_writes_and_emits_nothing() -> None:
+async def test_if_match_conflict_writes_and_emits_nothing_but_its_outcome() -> None:
     store = InMemoryStore()
-    await on_memory_write_requested(store, write("put", "a"))
-    assert await on_memory_write_requested(store, write("put", "b", if_match=7)) == ()
+    await on_memory_write_requested(store, write("put", "a"), 1)
+    stale = write("put", "b", if_match=7)
+    assert await on_memory_write_requested(store, stale, 2) == ()
     assert store.documents[(TENANT, "main", "MEMORY.md")] == Document(1, "a")
     assert len(store.versions) == 1
+    outcome = store.outcomes[stale.event_id]
+    assert (outcome.outcome, outcome.version, outcome.change) == ("conflict", 1, None)
+
+
+async def test_two_writes_planned_on_the_same_version_apply_one_and_refuse_the_other() -> None:
+    """What concurrent PUTs with one If-Match come to, whichever consolidation replica applies them."""
+    store = InMemoryStore()
+    await on_memory_write_requested(store, write("put", "a"), 1)
+    first, second = write("put", "mine", if_match=1), write("put", "theirs", if_match=1)
+    assert len(await on_memory_write_requested(store, first, 2)) == 1
+    assert await on_memory_write_requested(store, second, 3) == ()
+    assert store.documents[(TENANT, "main", "MEMORY.md")] == Document(2, "mine")
+    assert [store.outcomes[r.event_id].outcome for r in (first, second)] == ["applied", "conflict"]
+
+
+@pytest.mark.parametrize(
+    ("request_", "reason"),
+    [
+        (write("put", "a", path="notes/a.md"), "path must be one of MEMORY.md"),
+        (write("append", "a", path="memory/../MEMORY.md"), "'..' segments"),
+        (write("put", "x" * (MAX_DOCUMENT_BYTES + 1)), f"the limit is {MAX_DOCUMENT_BYTES} bytes"),
+        (write("put", "bell\x07"), "control characters (U+0007"),
+    ],
+)
+async def test_a_write_ingest_should_have_refused_is_poison(request_: MemoryWriteRequested, reason: str) -> None:
+    store = InMemoryStore()
+    with pytest.raises(PoisonEvent, match=re.escape(reason)):
+        await on_memory_write_requested(store, request_, 1)
+    assert (store.documents, store.outcomes) == ({}, {})
+
+
+async def test_a_snapshot_change_carries_the_ingest_position_of_its_reset() -> None:
+    event = reset(line("user", "hi")).model_copy(update={"ingest_seq": 77})
+    [changed] = changes(await on_reset_boundary(InMemoryStore(), event))
+    assert changed.ingest_seq == 77
 
 
 async def test_compaction_marks_the_flush_due_once_and_emits_nothing() -> None:
@@ -268,7 +316,15 @@ async def test_compaction_marks_the_flush_due_once_and_emits_nothing() -> None:
 
 async def test_bind_adapts_a_store_handler_to_the_projection_signature() -> None:
     store = InMemoryStore()
-    handler = bind(on_memory_write_requested, store_for=lambda conn: store)
-    [changed] = await handler(object(), write("put", "a"), Delivery(stream_seq=1, num_delivered=1, subject="s"))
+    handler = bind(on_reset_boundary, store_for=lambda conn: store)
+    [changed] = await handler(object(), reset(line("user", "hi")), Delivery(stream_seq=1, num_delivered=1, subject="s"))
     assert changed.type == "memory.document-changed.v1"
-    assert (TENANT, "main", "MEMORY.md") in store.documents
+    assert (TENANT, "main", changed.path) in store.documents
+
+
+async def test_bind_at_passes_the_stream_position() -> None:
+    store = InMemoryStore()
+    handler = bind_at(on_memory_write_requested, store_for=lambda conn: store)
+    [changed] = await handler(object(), write("put", "a"), Delivery(stream_seq=9, num_delivered=1, subject="s"))
+    assert isinstance(changed, DocumentChanged)
+    assert (changed.type, changed.ingest_seq) == ("memory.document-changed.v1", 9)

@@ -166,6 +166,7 @@ ADDED_LATER: dict[str, dict[str, Any]] = {
     "session.command.v1": {"session_id": None, "chat_type": "direct", "channel": "api"},
     "session.forked.v1": {"ingest_seq": None},
     "session.created.v1": {"ingest_seq": None},
+    "memory.document-changed.v1": {"ingest_seq": None},
 }
 
 

@@ -162,7 +162,9 @@ class AgentConfigured(Envelope):
 
 
 class MemoryWriteRequested(Envelope):
-    """A client asked to change a memory document; consolidation applies it."""
+    """A client asked to change a memory document; consolidation applies it (or records why not, under
+    this event's id, for ingest to answer with). `if_match` 0 means: only if the document does not exist.
+    The path and text are checked by ingest (`cairn.events.documents`), and again by consolidation."""
 
     type: Literal["memory.write-requested.v1"] = "memory.write-requested.v1"
     path: str
@@ -172,11 +174,16 @@ class MemoryWriteRequested(Envelope):
 
 
 class DocumentChanged(Envelope):
+    """A memory document has a new version: its whole text (empty when deleted). Versions of a path count
+    1, 2, 3… across deletions. `ingest_seq`: the CAIRN_INGEST position of the write or reset that caused
+    the change, when one did (read-your-writes for the memory index)."""
+
     type: Literal["memory.document-changed.v1"] = "memory.document-changed.v1"
     path: str
     version: int
     change: Literal["created", "updated", "deleted"]
     text: str = ""
+    ingest_seq: int | None = None
 
 
 class ErasureRequested(Envelope):

@@ -4,7 +4,8 @@ A projection applies the events of one stream to its service's tables. For each 
 `(consumer, event_id)` and the events the handler emits (the outbox) in the same transaction as the
 rows, publishes the emitted events after commit, and acks only then. A redelivered event finds its
 record and only re-publishes its outbox (JetStream drops the duplicates by message id). Undecodable
-messages, and messages that keep failing, go to the dead-letter stream with the error.
+messages, events a handler calls poison, and messages that keep failing go to the dead-letter stream
+with the error.
 
 A fetched batch is applied in stream order, consecutive events of one tenant in one transaction (one
 commit and one publish round instead of one per event); when such a group fails, its events are
@@ -30,7 +31,7 @@ from cairn.platform.publisher import EventPublisher, Outgoing
 from cairn.platform.pull import Delivery, PullConsumer, give_back
 from cairn.platform.settings import NatsSettings
 
-__all__ = ["Delivery", "Handler", "Projection"]
+__all__ = ["Delivery", "Handler", "PoisonEvent", "Projection"]
 
 log = logging.getLogger(__name__)
 _tracer = trace.get_tracer("cairn.consumer")
@@ -44,6 +45,11 @@ ON CONFLICT DO NOTHING
 """
 SAVE_OUTBOX = "INSERT INTO cairn.outbox (consumer, causation_id, seq, tenant_id, event) VALUES ($1, $2, $3, $4, $5)"
 LOAD_OUTBOX = "SELECT event FROM cairn.outbox WHERE consumer = $1 AND causation_id = $2 ORDER BY seq"
+
+
+class PoisonEvent(Exception):
+    """Raised by a handler for an event that can never be applied (it breaks a rule its producer should
+    have enforced): the event is dead-lettered at once with this reason instead of being retried."""
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,9 @@ class Projection(PullConsumer):
             async with tenant_transaction(self._pool, item.event.tenant_id) as conn:
                 outgoing = await self._apply(conn, item)
             await self._publisher.publish_outgoing(outgoing)
+        except PoisonEvent as poison:
+            await self.dead_letter(item.raw, f"poison event: {poison}")
+            return True
         except Exception as error:  # any failure: retry with backoff, then dead-letter with the reason
             if item.delivery.num_delivered >= self._settings.max_deliver:
                 await self.dead_letter(item.raw, f"{type(error).__name__}: {error}")

@@ -6,6 +6,7 @@ from fastapi import FastAPI
 
 from cairn.consolidation.handlers import (
     bind,
+    bind_at,
     on_compaction_imminent,
     on_memory_write_requested,
     on_reset_boundary,
@@ -16,6 +17,9 @@ from cairn.platform.consumer import Handler, Projection
 from cairn.platform.runtime import Runtime, create_service_app, serve
 
 CONSUMER = "consolidation"
+# Only memory writes of the (partitioned) ingest stream: a client waits for each one to be applied, so it
+# must not queue behind a message import. (A consumer created before this filter keeps reading all.)
+MEMORY_WRITES = "cairn.*.*.memory.write-requested.*"
 
 
 def create_app(settings: ConsolidationSettings) -> FastAPI:
@@ -23,13 +27,18 @@ def create_app(settings: ConsolidationSettings) -> FastAPI:
         ResetBoundary: bind(partial(on_reset_boundary, keep=settings.snapshot_messages)),
         CompactionImminent: bind(on_compaction_imminent),
     }
-    ingest_handlers: dict[type, Handler] = {MemoryWriteRequested: bind(on_memory_write_requested)}
+    ingest_handlers: dict[type, Handler] = {MemoryWriteRequested: bind_at(on_memory_write_requested)}
 
     def wire(runtime: Runtime) -> list[Projection]:
-        def projection(stream: str, handlers: dict[type, Handler]) -> Projection:
-            return Projection(CONSUMER, stream, handlers, runtime.pool, runtime.publisher, settings.nats)
+        def projection(stream: str, handlers: dict[type, Handler], filter_subject: str | None = None) -> Projection:
+            return Projection(
+                CONSUMER, stream, handlers, runtime.pool, runtime.publisher, settings.nats, filter_subject
+            )
 
-        return [projection(SESSION_STREAM, session_handlers), projection(INGEST_STREAM, ingest_handlers)]
+        return [
+            projection(SESSION_STREAM, session_handlers),
+            projection(INGEST_STREAM, ingest_handlers, MEMORY_WRITES),
+        ]
 
     return create_service_app(
         "consolidation",

@@ -7,12 +7,17 @@ from datetime import UTC, date, datetime
 from typing import Literal
 
 from cairn.events import DocumentChanged, Envelope, MemoryWriteRequested, ResetBoundary
+from cairn.events.documents import (
+    MAX_DOCUMENT_BYTES,
+    SNAPSHOT_FOLDER,
+    path_problem,
+    text_character_problem,
+    text_size_problem,
+)
 from cairn.events.models import TranscriptLine
 
-SNAPSHOT_DIR = "memory/snapshots"
 SNAPSHOT_MESSAGES = 15
 ROLE_LABELS = {"user": "User", "assistant": "Assistant"}
-MAX_PATH_CHARS = 512
 
 Change = Literal["created", "updated", "deleted"]
 
@@ -34,13 +39,6 @@ class DocumentWrite:
     version: int
     text: str
     change: Change
-
-
-@dataclass(frozen=True)
-class Skipped:
-    """A requested write that is not applied, and why (for the log)."""
-
-    reason: str
 
 
 # -- reset snapshots -------------------------------------------------------------------------------
@@ -90,24 +88,41 @@ def render_snapshot(event: ResetBoundary, lines: Iterable[TranscriptLine]) -> st
 
 def snapshot_path(at: datetime, attempt: int = 1) -> str:
     """`memory/snapshots/YYYY-MM-DD-HHMM.md` in UTC; later resets in the same minute get `-2`, `-3`, …"""
-    stem = f"{SNAPSHOT_DIR}/{at.astimezone(UTC):%Y-%m-%d-%H%M}"
+    stem = f"{SNAPSHOT_FOLDER}/{at.astimezone(UTC):%Y-%m-%d-%H%M}"
     return f"{stem}.md" if attempt <= 1 else f"{stem}-{attempt}.md"
 
 
 # -- document writes -------------------------------------------------------------------------------
 
 
-def is_valid_path(path: str) -> bool:
-    """`MEMORY.md` or a Markdown file under `memory/`: relative, no empty, `.` or `..` segments, printable,
-    so that exporting the documents as a folder can never write outside it."""
-    parts = path.split("/")
-    return (
-        len(path) <= MAX_PATH_CHARS
-        and (path == "MEMORY.md" or (parts[0] == "memory" and len(parts) > 1 and path.endswith(".md")))
-        and all(part not in ("", ".", "..") for part in parts)
-        and "\\" not in path
-        and path.isprintable()
-    )
+@dataclass(frozen=True)
+class Skipped:
+    """A requested write that is not applied: why, and the version a client can see meanwhile."""
+
+    outcome: Literal["unchanged", "conflict", "missing", "too_large"]
+    current: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class WriteOutcome:
+    """What became of a write request, kept under its event id for ingest to answer the client with:
+    `version` is the version written, or the client-visible version when nothing was."""
+
+    request_id: str
+    path: str
+    outcome: Literal["applied", "unchanged", "conflict", "missing", "too_large"]
+    version: int
+    change: Change | None
+    detail: str
+
+
+def refusal(request: MemoryWriteRequested) -> str | None:
+    """Why a request breaks the rules ingest enforces (so it should never have been published)."""
+    problem = path_problem(request.path) or text_character_problem(request.text)
+    if problem is None and request.mode == "put":
+        problem = text_size_problem(request.text)
+    return problem
 
 
 def visible_version(current: Document | None) -> int:
@@ -131,24 +146,33 @@ def appended(current: str, addition: str) -> str:
 
 
 def plan_write(current: Document | None, request: MemoryWriteRequested) -> DocumentWrite | Skipped:
-    """The write a request asks for, or why nothing is written (bad path, `if_match` conflict, no change)."""
-    if not is_valid_path(request.path):
-        return Skipped(f"invalid document path {request.path!r}")
+    """The write a (valid) request asks for, or why nothing is written: an `if_match` conflict, a missing
+    document to delete, an append past the size limit, or no change at all."""
     seen = visible_version(current)
     if request.if_match is not None and request.if_match != seen:
-        return Skipped(f"if_match {request.if_match} does not match current version {seen}")
+        return Skipped("conflict", seen, f"if_match {request.if_match} does not match current version {seen}")
     live = None if current is None or current.deleted else current.text
     if request.mode == "delete":
         if live is None:
-            return Skipped("document does not exist")
+            return Skipped("missing", seen, "document does not exist")
         return next_version(current, request.path, "", delete=True)
     text = request.text if request.mode == "put" else appended(live or "", request.text)
     if text == live:
-        return Skipped("text unchanged")
+        return Skipped("unchanged", seen, "text unchanged")
+    size = len(text.encode())
+    if size > MAX_DOCUMENT_BYTES:
+        reason = f"the document would be {size} bytes in UTF-8; the limit is {MAX_DOCUMENT_BYTES} bytes"
+        return Skipped("too_large", seen, reason)
     return next_version(current, request.path, text)
 
 
-def document_changed(source: Envelope, write: DocumentWrite) -> DocumentChanged:
+def outcome_of(request: MemoryWriteRequested, plan: DocumentWrite | Skipped) -> WriteOutcome:
+    if isinstance(plan, Skipped):
+        return WriteOutcome(request.event_id, request.path, plan.outcome, plan.current, None, plan.reason)
+    return WriteOutcome(request.event_id, request.path, "applied", plan.version, plan.change, "")
+
+
+def document_changed(source: Envelope, write: DocumentWrite, ingest_seq: int | None = None) -> DocumentChanged:
     return DocumentChanged(
         tenant_id=source.tenant_id,
         agent_id=source.agent_id,
@@ -158,4 +182,5 @@ def document_changed(source: Envelope, write: DocumentWrite) -> DocumentChanged:
         version=write.version,
         change=write.change,
         text=write.text,
+        ingest_seq=ingest_seq,
     )

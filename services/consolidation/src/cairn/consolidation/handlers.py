@@ -10,14 +10,16 @@ from cairn.consolidation.domain import (
     Skipped,
     document_changed,
     next_version,
+    outcome_of,
     plan_write,
+    refusal,
     render_snapshot,
     snapshot_lines,
     snapshot_path,
 )
 from cairn.consolidation.store import MemoryStore, PostgresStore
 from cairn.events import CompactionImminent, Envelope, Event, MemoryWriteRequested, ResetBoundary
-from cairn.platform.consumer import Delivery, Handler
+from cairn.platform.consumer import Delivery, Handler, PoisonEvent
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +28,8 @@ MAX_SNAPSHOTS_PER_MINUTE = 100
 
 E = TypeVar("E", bound=Envelope)
 StoreHandler = Callable[[MemoryStore, E], Awaitable[Sequence[Event]]]
+# Handlers that also need the stream position of the event they apply.
+PositionedHandler = Callable[[MemoryStore, E, int], Awaitable[Sequence[Event]]]
 
 
 async def on_reset_boundary(store: MemoryStore, event: ResetBoundary, keep: int = SNAPSHOT_MESSAGES) -> Sequence[Event]:
@@ -36,7 +40,7 @@ async def on_reset_boundary(store: MemoryStore, event: ResetBoundary, keep: int 
     path = await free_snapshot_path(store, event)
     write = next_version(None, path, render_snapshot(event, lines))
     await store.save_document(event.tenant_id, event.agent_id, write)
-    return (document_changed(event, write),)
+    return (document_changed(event, write, event.ingest_seq),)
 
 
 async def free_snapshot_path(store: MemoryStore, event: ResetBoundary) -> str:
@@ -53,14 +57,19 @@ async def on_compaction_imminent(store: MemoryStore, event: CompactionImminent) 
     return ()
 
 
-async def on_memory_write_requested(store: MemoryStore, event: MemoryWriteRequested) -> Sequence[Event]:
-    current = await store.get_document(event.tenant_id, event.agent_id, event.path)
-    plan = plan_write(current, event)
+async def on_memory_write_requested(store: MemoryStore, event: MemoryWriteRequested, position: int) -> Sequence[Event]:
+    """Apply the write as the next version, or record why not; either way the outcome is kept under the
+    request's id. `position` is the request's CAIRN_INGEST sequence, carried on to the change."""
+    problem = refusal(event)
+    if problem is not None:
+        raise PoisonEvent(f"memory write {event.mode} {event.path!r}: {problem}")
+    plan = plan_write(await store.get_document(event.tenant_id, event.agent_id, event.path), event)
+    await store.record_outcome(event.tenant_id, event.agent_id, outcome_of(event, plan))
     if isinstance(plan, Skipped):
         log.info("memory write %s (%s %s) not applied: %s", event.event_id, event.mode, event.path, plan.reason)
         return ()
     await store.save_document(event.tenant_id, event.agent_id, plan)
-    return (document_changed(event, plan),)
+    return (document_changed(event, plan, position),)
 
 
 def bind(handler: StoreHandler[E], store_for: Callable[[Any], MemoryStore] = PostgresStore) -> Handler:
@@ -68,5 +77,14 @@ def bind(handler: StoreHandler[E], store_for: Callable[[Any], MemoryStore] = Pos
 
     async def handle(conn: Any, event: E, delivery: Delivery) -> Sequence[Event]:
         return await handler(store_for(conn), event)
+
+    return handle
+
+
+def bind_at(handler: PositionedHandler[E], store_for: Callable[[Any], MemoryStore] = PostgresStore) -> Handler:
+    """Like `bind`, for a handler that also takes the event's stream sequence."""
+
+    async def handle(conn: Any, event: E, delivery: Delivery) -> Sequence[Event]:
+        return await handler(store_for(conn), event, delivery.stream_seq)
 
     return handle

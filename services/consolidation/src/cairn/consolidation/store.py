@@ -1,4 +1,5 @@
-"""Memory documents and due flushes in Postgres (schema `consolidation`), behind the `MemoryStore` port.
+"""Memory documents, the outcomes of write requests and due flushes in Postgres (schema `consolidation`),
+behind the `MemoryStore` port.
 
 A store wraps the connection of one tenant transaction opened by the projection, so its writes commit
 together with the `(consumer, event_id)` record and the outbox.
@@ -9,7 +10,7 @@ from typing import Protocol, TypeAlias
 import asyncpg
 from asyncpg.pool import PoolConnectionProxy
 
-from cairn.consolidation.domain import Document, DocumentWrite
+from cairn.consolidation.domain import Document, DocumentWrite, WriteOutcome
 from cairn.events import CompactionImminent
 
 # FOR UPDATE: a second writer of the same document waits for this transaction instead of racing it.
@@ -30,6 +31,17 @@ RETURNING d.version
 INSERT_VERSION = """
 INSERT INTO consolidation.document_versions (tenant_id, agent_id, path, version, text, change)
 VALUES ($1, $2, $3, $4, $5, $6)
+"""
+# Ingest reads an outcome within seconds of the request, or again on a retry with the same idempotency key
+# (inside JetStream's one-hour dedup window): a day is plenty, and each write clears its tenant's older ones.
+RECORD_OUTCOME = """
+WITH expired AS (
+    DELETE FROM consolidation.write_outcomes
+    WHERE tenant_id = $1 AND decided_at < now() - interval '1 day'
+)
+INSERT INTO consolidation.write_outcomes (tenant_id, request_id, agent_id, path, outcome, version, change, detail)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+ON CONFLICT DO NOTHING
 """
 INSERT_FLUSH_DUE = """
 INSERT INTO consolidation.flushes_due (tenant_id, agent_id, session_id, cycle, session_key)
@@ -54,6 +66,10 @@ class MemoryStore(Protocol):
         """Store `write` as the current row and as a row of the version history."""
         ...
 
+    async def record_outcome(self, tenant_id: str, agent_id: str, outcome: WriteOutcome) -> None:
+        """Keep what became of a write request, in the same transaction as the write itself."""
+        ...
+
     async def record_flush_due(self, event: CompactionImminent) -> bool:
         """Mark the compaction cycle's flush as due; False when it already was."""
         ...
@@ -73,6 +89,12 @@ class PostgresStore:
         if await self._conn.fetchval(UPSERT_DOCUMENT, *key, write.text, deleted) is None:
             raise StaleDocumentError(f"{write.path} changed concurrently; version {write.version} is taken")
         await self._conn.execute(INSERT_VERSION, *key, write.text, write.change)
+
+    async def record_outcome(self, tenant_id: str, agent_id: str, outcome: WriteOutcome) -> None:
+        await self._conn.execute(
+            RECORD_OUTCOME, tenant_id, outcome.request_id, agent_id, outcome.path,
+            outcome.outcome, outcome.version, outcome.change, outcome.detail,
+        )  # fmt: skip
 
     async def record_flush_due(self, event: CompactionImminent) -> bool:
         cycle = await self._conn.fetchval(

@@ -12,6 +12,7 @@ from fastapi import APIRouter, Header, Path, Request, Response
 
 from cairn.events import AgentConfig, AgentConfigured
 from cairn.events.envelope import TOKEN_PATTERN
+from cairn.ingest.memory import version_of
 from cairn.ingest.store import AgentConfigs, VersionConflict
 from cairn.platform.auth import Tenant
 from cairn.platform.problems import Problem
@@ -27,13 +28,11 @@ def _configs(request: Request) -> AgentConfigs:
 
 
 def _version_of(if_match: str | None) -> int | None:
-    if if_match is None:
-        return None
-    value = if_match.strip().removeprefix("W/").strip('"')
-    if not value.isdigit():
-        message = 'If-Match must be a version this API gave as ETag, such as "3"'
-        raise Problem(422, f"The request is invalid: {message}.", [{"field": "If-Match", "message": message}])
-    return int(value)
+    try:
+        return version_of(if_match)
+    except ValueError as error:
+        errors = [{"field": "If-Match", "message": str(error)}]
+        raise Problem(422, f"The request is invalid: {error}.", errors) from error
 
 
 @router.get("/v1/agents/{agent_id}/config", response_model=AgentConfig)

@@ -3,8 +3,9 @@
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
-from cairn.ingest import agents_api, api, sessions_api
+from cairn.ingest import agents_api, api, memory_api, sessions_api
 from cairn.ingest.inbox import Inbox
+from cairn.ingest.outcomes import WriteOutcomes
 from cairn.ingest.sessions import SessionDirectory
 from cairn.ingest.settings import IngestSettings
 from cairn.ingest.store import AgentConfigs, TenantStore
@@ -17,6 +18,7 @@ def create_app(settings: IngestSettings) -> FastAPI:
         configs = AgentConfigs(runtime.pool, settings.agent_config_cache_s)
         runtime.extras["tenants"] = TenantStore(runtime.pool)
         runtime.extras["agent_configs"] = configs
+        runtime.extras["write_outcomes"] = WriteOutcomes(runtime.pool)
         runtime.extras["sessions"] = SessionDirectory(
             runtime.pool, runtime.publisher.js, settings.session_lookup_wait_s
         )
@@ -25,7 +27,7 @@ def create_app(settings: IngestSettings) -> FastAPI:
     app = create_service_app(
         "ingest",
         settings,
-        routers=[api.router, sessions_api.router, agents_api.router],
+        routers=[api.router, sessions_api.router, agents_api.router, memory_api.router],
         wire=wire,
         description="The write door: messages, session commands, agent configs, memory writes, admin.",
     )

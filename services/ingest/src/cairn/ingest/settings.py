@@ -17,6 +17,9 @@ class IngestSettings(ServiceSettings):
     agent_config_cache_s: float = Field(
         default=5.0, ge=0, description="how long a replica routes by a cached agent config (other replicas' PUTs)"
     )
+    memory_write_wait_s: float = Field(
+        default=5.0, ge=0, le=60, description="how long a memory write waits to be applied before answering 202"
+    )
     session_lookup_wait_s: float = Field(
         default=5.0, ge=0, description="how long a fork waits for the session service to catch up before a 404"
     )

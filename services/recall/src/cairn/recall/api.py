@@ -1,4 +1,4 @@
-"""The query API: session search and memory files (API.md, query side)."""
+"""The query API: session search (API.md, query side)."""
 
 import json
 from datetime import datetime
@@ -8,7 +8,6 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
 from cairn.platform.auth import Tenant
-from cairn.platform.problems import Problem
 from cairn.platform.runtime import runtime_of, settings_of
 from cairn.recall.queries import ReadStore, Scope
 from cairn.recall.settings import RecallSettings
@@ -46,26 +45,6 @@ class SessionSearchResult(BaseModel):
     results: list[SessionHit]
     truncated: bool
     indexing: bool
-
-
-class MemoryFile(BaseModel):
-    path: str
-    text: str
-    version: int
-    # `from` is a Python keyword; the wire name stays as API.md gives it
-    from_: int = Field(serialization_alias="from")
-    lines: int
-
-
-class FileEntry(BaseModel):
-    path: str
-    version: int
-    updated_at: datetime
-    bytes: int
-
-
-class FileList(BaseModel):
-    files: list[FileEntry]
 
 
 def _store(request: Request) -> ReadStore:
@@ -130,34 +109,3 @@ async def search_sessions(body: SessionSearch, tenant: Tenant, request: Request)
     ]
     kept, truncated = _within_budget(hits, settings.max_response_bytes)
     return SessionSearchResult(results=kept, truncated=truncated, indexing=indexing)
-
-
-@router.get("/v1/memory/files/{path:path}", response_model=MemoryFile, response_model_by_alias=True, tags=["memory"])
-async def read_file(
-    path: str,
-    tenant: Tenant,
-    request: Request,
-    agent_id: AgentId = "main",
-    from_: Annotated[int, Query(alias="from", ge=1)] = 1,
-    lines: Annotated[int, Query(ge=1, le=2000)] = 120,
-) -> MemoryFile:
-    """Read a memory document, or a window of its lines."""
-    document = await _store(request).document(tenant, agent_id, path)
-    if document is None:
-        raise Problem(404, f"No memory file {path!r} for agent {agent_id!r}.")
-    all_lines = document["text"].splitlines(keepends=True)
-    window = "".join(all_lines[from_ - 1 : from_ - 1 + lines])
-    return MemoryFile(path=path, text=window, version=document["version"], from_=from_, lines=len(window.splitlines()))
-
-
-@router.get("/v1/memory/files", response_model=FileList, tags=["memory"])
-async def list_files(
-    tenant: Tenant,
-    request: Request,
-    agent_id: AgentId = "main",
-    prefix: Annotated[str, Query(max_length=512)] = "",
-    limit: Annotated[int, Query(ge=1, le=1000)] = 500,
-) -> FileList:
-    """List an agent's memory documents, optionally under a path prefix."""
-    rows = await _store(request).documents(tenant, agent_id, prefix, limit)
-    return FileList(files=[FileEntry(**row) for row in rows])

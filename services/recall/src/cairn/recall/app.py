@@ -5,6 +5,8 @@ from fastapi import FastAPI
 from cairn.platform.consumer import Projection
 from cairn.platform.runtime import Runtime, create_service_app, serve
 from cairn.recall.api import router
+from cairn.recall.files_api import router as files_router
+from cairn.recall.files_queries import DocumentStore
 from cairn.recall.history_queries import HistoryStore
 from cairn.recall.queries import ReadStore
 from cairn.recall.sessions_api import router as sessions_router
@@ -15,12 +17,13 @@ def create_app(settings: RecallSettings) -> FastAPI:
     def wire(runtime: Runtime) -> list[Projection]:
         runtime.extras["reads"] = ReadStore(runtime.pool)
         runtime.extras["history"] = HistoryStore(runtime.pool)
+        runtime.extras["documents"] = DocumentStore(runtime.pool)
         return []
 
     return create_service_app(
         "recall",
         settings,
-        routers=[router, sessions_router],
+        routers=[router, sessions_router, files_router],
         wire=wire,
         description="The read door: session search, history, memory files, recall.",
     )

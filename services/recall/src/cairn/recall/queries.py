@@ -4,7 +4,6 @@ import asyncio
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 import asyncpg
 
@@ -35,15 +34,6 @@ WITH RECURSIVE tree(session_key) AS (
 SELECT array_agg(session_key) FROM tree
 """
 INDEXED_UP_TO = "SELECT ingest_seq FROM indexer.progress WHERE tenant_id = $1 AND agent_id = $2"
-GET_DOCUMENT = """
-SELECT path, version, text, updated_at FROM consolidation.documents
-WHERE tenant_id = $1 AND agent_id = $2 AND path = $3 AND NOT deleted
-"""
-LIST_DOCUMENTS = """
-SELECT path, version, updated_at, octet_length(text) AS bytes FROM consolidation.documents
-WHERE tenant_id = $1 AND agent_id = $2 AND NOT deleted AND starts_with(path, $3)
-ORDER BY path LIMIT $4
-"""
 
 
 @dataclass(frozen=True)
@@ -98,13 +88,3 @@ class ReadStore:
             if time.monotonic() >= deadline:
                 return False
             await asyncio.sleep(0.05)
-
-    async def document(self, tenant: str, agent: str, path: str) -> dict[str, Any] | None:
-        async with tenant_transaction(self._pool, tenant) as conn:
-            row = await conn.fetchrow(GET_DOCUMENT, tenant, agent, path)
-        return dict(row) if row else None
-
-    async def documents(self, tenant: str, agent: str, prefix: str, limit: int) -> list[dict[str, Any]]:
-        async with tenant_transaction(self._pool, tenant) as conn:
-            rows = await conn.fetch(LIST_DOCUMENTS, tenant, agent, prefix, limit)
-        return [dict(r) for r in rows]
