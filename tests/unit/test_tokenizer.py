@@ -1,8 +1,10 @@
 """The full-text tokenizer: what a document indexes, what a query asks for, and tsquery safety.
 
 Queries are checked by a small evaluator of the tsquery grammar the tokenizer emits (quoted lexemes,
-``&``, ``|``, parentheses): parsing it proves the structure, evaluating it against a document's terms
-models ``@@`` (the queries never use positions, so a term set is an exact model).
+``&``, ``|``, ``<->``/``<N>``, parentheses): parsing it proves the structure, evaluating it against a
+document's terms models ``@@``. A term set cannot model positions, so the evaluator reads a phrase
+operator as ``&`` (a phrase's necessary condition); tests/integration/test_fulltext.py checks phrases
+against Postgres itself.
 """
 
 import random
@@ -24,7 +26,7 @@ TOKYO = "来週東京に行きます"
 SEOUL = "다음주에 서울에 갑니다"
 MIXED = "我用Python写ERR_CONN_RESET处理"
 FORBIDDEN = set(" \t\r\n'\"\\:&|!()<>*")
-_QUERY_TOKEN = re.compile(r"\s*(?:(?P<op>[&|()])|'(?P<lexeme>(?:[^']|'')+)')")
+_QUERY_TOKEN = re.compile(r"\s*(?:(?P<op>[&|()]|<->|<[0-9]+>)|'(?P<lexeme>(?:[^']|'')+)')")
 
 
 def _tokens(query: str) -> list[tuple[str, str]]:
@@ -57,8 +59,15 @@ def _matches(query: str, terms: set[str]) -> bool:
         return value, at
 
     def both(at: int) -> tuple[bool, int]:
-        value, at = operand(at)
+        value, at = phrase(at)
         while at < len(tokens) and tokens[at] == ("op", "&"):
+            right, at = phrase(at + 1)
+            value = value and right
+        return value, at
+
+    def phrase(at: int) -> tuple[bool, int]:
+        value, at = operand(at)
+        while at < len(tokens) and tokens[at][0] == "op" and tokens[at][1].startswith("<"):
             right, at = operand(at + 1)
             value = value and right
         return value, at
@@ -237,7 +246,7 @@ def test_unsegmented_cjk_query_matches_partially_in_any_terms() -> None:
 def test_quoted_phrase_stays_whole_in_any_terms() -> None:
     built = build_query('"产品 北京" 上海')
     assert built is not None
-    assert built.any_terms == "('产品' & '北京') | '上海'"
+    assert built.any_terms == "('产品' <2> '北京') | '上海'"  # 产品 takes two slots
     assert not _matches(built.any_terms, set(index_terms("产品")))
 
 
@@ -246,7 +255,7 @@ def test_unmatched_quote_is_ignored() -> None:
 
 
 def test_query_terms_are_distinct_lexemes_in_order() -> None:
-    assert query_terms("runs RUN conn 上海") == ["runs", "run", "conn", "上海"]
+    assert query_terms("runs RUN conn 上海") == ["run", "runs", "conn", "上海"]
 
 
 def test_to_tsvector_text_strips_tsquery_syntax() -> None:

@@ -10,6 +10,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from cairn.cli.bench import read_endpoints, report, report_rows, run_import, run_ingest
 from cairn.cli.bench_history import run_history
+from cairn.cli.bench_retrieval import MODES, report_retrieval, run_retrieval
 from cairn.cli.importer import import_file
 from cairn.platform.migrations import apply_migrations
 from cairn.platform.nats import connect, ensure_streams
@@ -56,6 +57,11 @@ def _parser() -> argparse.ArgumentParser:
     imported.add_argument("--data", type=Path, default=Path("../shared/datasets/locomo"))
     history = kinds.add_parser("history", help="p50/p99 of session history on a large session")
     history.add_argument("--messages", type=int, default=10_000)
+    retrieval = kinds.add_parser("retrieval", help="ingest a retrieval dataset, ask its questions, write a scorer run")
+    retrieval.add_argument("--data", type=Path, required=True, help="a dataset folder (corpus.jsonl, questions.jsonl)")
+    retrieval.add_argument("--out", type=Path, required=True, help="the run file (JSONL) for evaluate.py")
+    retrieval.add_argument("--mode", choices=MODES, default="sessions")
+    retrieval.add_argument("--endpoints", type=Path, default=Path(".cairn/endpoints.env"))
     for kind in (ingest, imported, history):
         kind.add_argument("--endpoints", type=Path, default=Path(".cairn/endpoints.env"))
         kind.add_argument("--out", type=Path, default=Path(f"bench-results/{kind.prog.split()[-1]}.json"))
@@ -76,5 +82,8 @@ def main() -> None:
         report("ingest", run_ingest(read_endpoints(args.endpoints), args.messages, args.batch_size), args.out)
     elif args.kind == "import":
         report("import", run_import(read_endpoints(args.endpoints), args.data / "corpus.jsonl"), args.out)
+    elif args.kind == "retrieval":
+        scored = run_retrieval(read_endpoints(args.endpoints), args.data, args.out, args.mode)
+        report_retrieval(scored, Path(f"bench-results/retrieval-{args.data.name}-{args.mode}.json"))
     else:
         report_rows("history", run_history(read_endpoints(args.endpoints), args.messages), args.out)

@@ -3,10 +3,14 @@
 from cairn.text.redaction import mask, redact, snippet
 from cairn.text.tokenizer import (
     MAX_TERM_CHARS,
+    STOPWORDS,
     SearchQuery,
     build_query,
+    index_slots,
     index_terms,
+    message_vector,
     query_terms,
+    slots_literal,
     to_tsquery,
     to_tsvector_literal,
     to_tsvector_text,
@@ -14,12 +18,16 @@ from cairn.text.tokenizer import (
 
 __all__ = [
     "MAX_TERM_CHARS",
+    "STOPWORDS",
     "SearchQuery",
     "build_query",
+    "index_slots",
     "index_terms",
     "mask",
+    "message_vector",
     "query_terms",
     "redact",
+    "slots_literal",
     "snippet",
     "to_tsquery",
     "to_tsvector_literal",

@@ -1,18 +1,24 @@
-"""Application-side tokenizer for PostgreSQL full-text search with the ``'simple'`` configuration.
+"""Application-side tokenizer for PostgreSQL full-text search, shared by the index and the query.
 
-Documents and queries go through the same scanner, and PostgreSQL's parser treats a term alike on
-both sides: where it re-splits one (``err_conn_reset`` into three words at consecutive positions),
-``to_tsquery`` turns that quoted lexeme into a ``<->`` phrase of the same words, which still matches.
-Latin-script words are kept exact and stemmed; identifiers are kept whole and split into parts; CJK
-runs become character unigrams and overlapping bigrams, so every fragment of 1+ characters is found.
+Documents and queries go through the same scanner and reach Postgres as literals (``::tsvector``,
+``::tsquery``), so Postgres never re-tokenizes: what this module emits is exactly what is indexed and
+asked. Latin-script words are kept exact and stemmed; identifiers (error codes, file names,
+``snake_case``, versions, hosts) are kept whole and split into parts; CJK runs (Han, kana, Hangul)
+become character unigrams and overlapping bigrams, so every fragment of 1+ characters is found.
 
-CJK query matching: a run of two or more characters becomes the AND (``&``) of its overlapping
-bigrams, never a ``<->`` phrase. Every document containing the fragment contains each of its
-bigrams, so AND never misses a match, and it does not depend on positions: ``to_tsvector``
-positions saturate at 16383 and keep at most 256 positions per lexeme, and PostgreSQL's parser may
-split a bigram the locale does not classify as letters, all of which would silently break
-``<->``. The price is a rare false positive (``发布`` and ``布会`` apart, without ``发布会``), which
-ranking all-terms matches by ``ts_rank`` keeps harmless.
+Positions are word slots: a word's exact form and its stem share one slot, an identifier's whole form
+shares the slot of its first part, and a CJK character's unigram shares the slot of the bigram that
+starts with it. That keeps slots in reading order, so a ``"quoted phrase"`` becomes a tsquery chain
+with ``<N>`` distances that Postgres checks against positions, in any script.
+
+Unquoted CJK fragments are the AND (``&``) of their bigrams, never a positional chain: every document
+containing the fragment contains each bigram, and AND does not depend on positions, which saturate at
+16383 (a phrase past that point of a very long message is not found; the fragment still is). The
+price is a rare false positive (``发布`` and ``布会`` apart, without ``发布会``), ranked below.
+
+Queries come out in two forms: ``all_terms`` (every unit) marks the messages that contain every term,
+``any_terms`` (any unit) finds candidates; ``lexemes`` and ``weights`` feed the BM25-style ranking.
+Common English function words are left out of a query unless it has nothing else.
 """
 
 import operator
@@ -63,38 +69,83 @@ _QUOTES = str.maketrans({"“": '"', "”": '"', "„": '"'})
 _Clause = tuple[str, ...]
 """Lexemes of which any one satisfies the clause (a word's exact form and its stem)."""
 
+EXACT_WEIGHT = 0.25
+"""Ranking weight of a word's exact form next to its stem's 1.0: "running" ranks "running" above "runs"."""
+PART_WEIGHT = 0.5
+"""Ranking weight shared by an identifier's parts next to the whole identifier's 1.0."""
+
+# Function words a query may drop when it has anything else to search for. Documents keep them: they
+# stay searchable alone and inside "quoted phrases". Apostrophes are gone by now ("didn't" → "didnt").
+_FUNCTION_WORDS = """
+    a about after again all am an and any are as at be because been before being between both but by
+    can could did didnt do does doesnt doing dont down during each for from further had has have having
+    he her here hers him his how i id if im in into is isnt it its ive just me my myself no nor not now
+    of off on once only or other our ours out over own same she should so some such than that thats the
+    their theirs them then there these they this those through to too under until up very was wasnt we
+    were what whats when where which while who whom whose why will with would you your yours
+"""
+STOPWORDS = frozenset(_FUNCTION_WORDS.split())
+
 
 @dataclass(frozen=True, slots=True)
 class SearchQuery:
-    """Both tsqueries of one search, so documents with every term can rank above partial matches.
+    """What one search asks Postgres for.
 
-    Each string is accepted by ``to_tsquery('simple', $1)`` and by a plain ``$1::tsquery`` cast.
+    ``all_terms`` and ``any_terms`` are accepted by a plain ``$1::tsquery`` cast (and by
+    ``to_tsquery('simple', $1)``); ``lexemes``/``weights`` are the ranked terms; ``terms`` are what a
+    snippet centres on.
     """
 
     all_terms: str
     any_terms: str
     terms: tuple[str, ...]
+    lexemes: tuple[str, ...] = ()
+    weights: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
-class _Unit:
-    """One thing the user asked for; loose units may be matched clause by clause in the OR query."""
+class _Piece:
+    """One token of a query: how it must match, what makes it a candidate, its slots, its ranked lexemes."""
 
-    clauses: tuple[_Clause, ...]
-    loose: bool
+    match: str
+    loose: tuple[str, ...]
+    chain: tuple[tuple[str, int], ...]
+    width: int
+    ranked: tuple[tuple[str, float], ...]
+    stop: bool = False
 
 
-def index_terms(text: str) -> list[str]:
-    """Lexemes of a document in reading order, repeats kept so ``ts_rank`` sees term frequency."""
-    terms: list[str] = []
+def index_slots(text: str, first_slot: int = 1) -> list[tuple[str, int]]:
+    """Lexemes of a document with their word slots, repeats kept so ranking sees term frequency."""
+    pairs: list[tuple[str, int]] = []
+    slot = first_slot
     for match in _TOKEN.finditer(_normalise(text)):
         run = match["cjk"]
         if run is None:
-            terms.extend(_word_terms(match["word"]))
+            terms, width = _word_slots(match["word"])
+            pairs.extend((lexeme, slot + offset) for lexeme, offset in terms)
+            slot += width
         else:
-            terms.extend(_bigrams(run))
-            terms.extend(run)
-    return terms
+            pairs.extend(zip(_bigrams(run), range(slot, slot + len(run) - 1), strict=True))
+            pairs.extend(zip(run, range(slot, slot + len(run)), strict=True))
+            slot += len(run)
+    return pairs
+
+
+def index_terms(text: str) -> list[str]:
+    """Lexemes of a document in reading order (a CJK run's bigrams before its unigrams)."""
+    return [lexeme for lexeme, _ in index_slots(text)]
+
+
+def message_vector(text: str, sender_name: str | None = None) -> str:
+    """The tsvector literal of a message: the sender's name first, then (a slot apart) its text.
+
+    The one definition of what a message puts in the index; the name makes "what did Alice say about…"
+    rank Alice's messages first without matching across into the text as a phrase.
+    """
+    head = index_slots(sender_name) if sender_name else []
+    first = max((slot for _, slot in head), default=-1) + 2
+    return slots_literal([*head, *index_slots(text, first)])
 
 
 def to_tsvector_text(terms: Iterable[str]) -> str:
@@ -103,25 +154,32 @@ def to_tsvector_text(terms: Iterable[str]) -> str:
 
 
 _MAX_POSITION = 16383  # tsvector positions saturate here
+_MAX_POSITIONS = 256  # and a lexeme keeps at most this many
 
 
-def to_tsvector_literal(terms: Iterable[str]) -> str:
+def slots_literal(pairs: Iterable[tuple[str, int]]) -> str:
     """A tsvector in its input syntax (``'lexeme':1,4 …``) for a ``$1::tsvector`` cast.
 
     Unlike ``to_tsvector``, the cast never re-parses: what the tokenizer produced is exactly what is
     indexed, whatever the database's locale thinks a letter is, so index and ``::tsquery`` agree.
     """
-    positions: dict[str, list[str]] = {}
-    for index, term in enumerate(_safe_terms(terms)):
-        positions.setdefault(term, []).append(str(min(index + 1, _MAX_POSITION)))
-    return " ".join(f"'{term}':{','.join(where)}" for term, where in positions.items())
+    positions: dict[str, dict[int, None]] = {}
+    for term, slot in pairs:
+        safe = _UNSAFE.sub("", term)[:MAX_TERM_CHARS]
+        if safe:
+            positions.setdefault(safe, {})[min(slot, _MAX_POSITION)] = None
+    return " ".join(f"'{term}':{','.join(map(str, list(where)[:_MAX_POSITIONS]))}" for term, where in positions.items())
+
+
+def to_tsvector_literal(terms: Iterable[str]) -> str:
+    """A tsvector literal of terms at consecutive positions (see ``slots_literal``)."""
+    return slots_literal((term, index) for index, term in enumerate(terms, 1))
 
 
 def query_terms(text: str) -> list[str]:
-    """Distinct lexemes a query searches for, in order; also what a snippet should centre on."""
-    units = _query_units(text)
-    lexemes = (lexeme for unit in units for clause in unit.clauses for lexeme in clause)
-    return list(dict.fromkeys(lexemes))
+    """Distinct lexemes a query ranks by, in order; also what a snippet should centre on."""
+    query = build_query(text)
+    return [] if query is None else list(query.terms)
 
 
 def to_tsquery(text: str) -> str | None:
@@ -131,17 +189,26 @@ def to_tsquery(text: str) -> str | None:
 
 
 def build_query(text: str) -> SearchQuery | None:
-    """AND and OR tsqueries of a free-text query; ``"quoted phrases"`` stay whole in both."""
-    units = _query_units(text)
-    clauses = list(dict.fromkeys(clause for unit in units for clause in unit.clauses))
-    if not clauses:
+    """AND and OR tsqueries and the ranked lexemes of a free-text query; None if nothing is searchable.
+
+    ``"quoted phrases"`` must match in order; function words are dropped unless they are all there is.
+    """
+    pieces = _query_pieces(text)
+    content = [piece for piece in pieces if not piece.stop] or pieces
+    if not content:
         return None
-    alternatives = list(dict.fromkeys(_alternatives(units)))
-    lexemes = dict.fromkeys(lexeme for clause in clauses for lexeme in clause)
+    content = content[:_MAX_CLAUSES]
+    weights: dict[str, float] = {}
+    for piece in content:
+        for lexeme, weight in piece.ranked:
+            weights[lexeme] = weights.get(lexeme, 0.0) + weight
+    loose = list(dict.fromkeys(operand for piece in content for operand in piece.loose))
     return SearchQuery(
-        all_terms=" & ".join(_render(clause) for clause in clauses[:_MAX_CLAUSES]),
-        any_terms=" | ".join(alternatives[:_MAX_CLAUSES]),
-        terms=tuple(lexemes),
+        all_terms=" & ".join(dict.fromkeys(piece.match for piece in content)),
+        any_terms=" | ".join(loose[:_MAX_CLAUSES]),
+        terms=tuple(weights),
+        lexemes=tuple(weights),
+        weights=tuple(round(weight, 4) for weight in weights.values()),
     )
 
 
@@ -170,11 +237,13 @@ def _stem(word: str) -> str:
 
 
 @lru_cache(maxsize=65536)
-def _word_terms(token: str) -> tuple[str, ...]:
-    """A plain word with its stem, or an identifier whole and then each part; cached per token."""
+def _word_slots(token: str) -> tuple[tuple[tuple[str, int], ...], int]:
+    """A plain word with its stem in one slot, or an identifier whole and then each part in its own
+    slot (the whole shares the first); and how many slots the token takes. Cached per token."""
     parts = _JOINERS.split(token)
-    whole = (token[:MAX_TERM_CHARS],) if len(parts) > 1 else ()
-    return whole + tuple(form for part in parts for form in _forms(part[:MAX_TERM_CHARS]))
+    whole = ((token[:MAX_TERM_CHARS], 0),) if len(parts) > 1 else ()
+    forms = tuple((form, offset) for offset, part in enumerate(parts) for form in _forms(part[:MAX_TERM_CHARS]))
+    return whole + forms, len(parts)
 
 
 def _safe_terms(terms: Iterable[str]) -> Iterator[str]:
@@ -185,51 +254,83 @@ def _safe_terms(terms: Iterable[str]) -> Iterator[str]:
             yield safe
 
 
-def _query_units(text: str) -> list[_Unit]:
+def _query_pieces(text: str) -> list[_Piece]:
     """Splits on double quotes: odd segments are phrases, an unmatched quote is just punctuation."""
     segments = _normalise(text).translate(_QUOTES).split('"')
-    units: list[_Unit] = []
+    pieces: list[_Piece] = []
     for index, segment in enumerate(segments):
-        inner = _scan_units(segment)
+        inner = _scan(segment)
         if index % 2 == 1 and index < len(segments) - 1:
-            phrase = tuple(dict.fromkeys(clause for unit in inner for clause in unit.clauses))
-            units.extend([_Unit(phrase, loose=False)] if phrase else [])
+            pieces.extend([_phrase(inner)] if inner else [])
         else:
-            units.extend(inner)
-    return units
+            pieces.extend(inner)
+    return pieces
 
 
-def _scan_units(text: str) -> list[_Unit]:
-    """Units of already normalised text: words OR their stem, identifiers whole, CJK runs bigrams."""
-    units: list[_Unit] = []
+def _scan(text: str) -> list[_Piece]:
+    """Pieces of already normalised text, one per token."""
+    pieces: list[_Piece] = []
     for match in _TOKEN.finditer(text):
         run = match["cjk"]
-        if run is None:
-            units.append(_Unit((_word_clause(match["word"]),), loose=False))
-        elif len(run) == 1:
-            units.append(_Unit(((run,),), loose=True))
+        if run is not None:
+            pieces.append(_cjk_piece(run))
+        elif _JOINERS.search(match["word"]) is not None:
+            pieces.append(_identifier_piece(match["word"]))
         else:
-            units.append(_Unit(tuple((bigram,) for bigram in dict.fromkeys(_bigrams(run))), loose=True))
-    return units
+            pieces.append(_word_piece(match["word"][:MAX_TERM_CHARS]))
+    return pieces
 
 
-def _word_clause(token: str) -> _Clause:
-    """Identifiers are searched whole (the index holds them whole); plain words also by stem."""
-    if _JOINERS.search(token) is not None:
-        return (token[:MAX_TERM_CHARS],)
-    return _forms(token[:MAX_TERM_CHARS])
+def _word_piece(word: str) -> _Piece:
+    """A word matches its exact form or its stem; the stem ranks, the exact form adds a little."""
+    clause = _forms(word)
+    operand = _render(clause)
+    ranked = ((clause[1], 1.0), (clause[0], EXACT_WEIGHT)) if len(clause) > 1 else ((word, 1.0),)
+    return _Piece(operand, (operand,), ((operand, 0),), 1, ranked, stop=word in STOPWORDS)
 
 
-def _alternatives(units: list[_Unit]) -> Iterator[str]:
-    """OR-query operands: an unsegmented CJK sentence counts bigram by bigram, a phrase whole."""
-    for unit in units:
-        if unit.loose or len(unit.clauses) == 1:
-            yield from (_render(clause) for clause in unit.clauses)
-        else:
-            yield "(" + " & ".join(_render(clause) for clause in unit.clauses) + ")"
+def _identifier_piece(token: str) -> _Piece:
+    """An identifier matches whole, or as its parts in order (a host inside a URL, a name in a path)."""
+    parts = [part[:MAX_TERM_CHARS] for part in _JOINERS.split(token)]
+    whole = _quote(token[:MAX_TERM_CHARS])
+    operand = f"({whole} | {' <-> '.join(map(_quote, parts))})"
+    ranked = ((token[:MAX_TERM_CHARS], 1.0), *((part, PART_WEIGHT / len(parts)) for part in parts))
+    return _Piece(operand, (operand,), ((whole, 0),), len(parts), ranked)
+
+
+def _cjk_piece(run: str) -> _Piece:
+    """A CJK run: one character matches its unigram; longer runs every bigram (any one for candidates)."""
+    if len(run) == 1:
+        operand = _quote(run)
+        return _Piece(operand, (operand,), ((operand, 0),), 1, ((run, 1.0),))
+    bigrams = _bigrams(run)
+    distinct = list(dict.fromkeys(map(_quote, bigrams)))
+    chain = tuple((_quote(bigram), offset) for offset, bigram in enumerate(bigrams))
+    return _Piece(" & ".join(distinct), tuple(distinct), chain, len(run), tuple((b, 1.0) for b in bigrams))
+
+
+def _phrase(pieces: list[_Piece]) -> _Piece:
+    """Pieces in order at their slot distances: ``'support' <-> 'group'``, ``'上海' <-> '海参' <2> '会'``."""
+    items: list[tuple[str, int]] = []
+    base = 0
+    for piece in pieces:
+        items.extend((operand, base + offset) for operand, offset in piece.chain)
+        base += piece.width
+    rendered = items[0][0]
+    for (operand, offset), (_, previous) in zip(items[1:], items, strict=False):
+        distance = offset - previous
+        rendered += f" {'<->' if distance == 1 else f'<{distance}>'} {operand}"
+    match = f"({rendered})" if len(items) > 1 else rendered
+    content = [piece for piece in pieces if not piece.stop] or pieces
+    ranked = tuple(pair for piece in content for pair in piece.ranked)
+    return _Piece(match, (match,), ((match, 0),), base, ranked)
+
+
+def _quote(lexeme: str) -> str:
+    """Quotes a lexeme, so nothing a user typed is ever read as tsquery syntax."""
+    return "'" + _UNSAFE.sub("", lexeme).replace("'", "''") + "'"
 
 
 def _render(clause: _Clause) -> str:
-    """Quotes every lexeme, so nothing a user typed is ever read as tsquery syntax."""
-    quoted = ["'" + lexeme.replace("'", "''") + "'" for lexeme in clause]
+    quoted = [_quote(lexeme) for lexeme in clause]
     return quoted[0] if len(quoted) == 1 else "(" + " | ".join(quoted) + ")"

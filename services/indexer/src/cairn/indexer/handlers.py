@@ -1,38 +1,18 @@
 """One handler per event the indexer consumes."""
 
-import uuid
 from collections.abc import Sequence
 from typing import Any
 
 from cairn.events import Event, ResetBoundary, SessionCreated, SessionForked, TranscriptAppended
 from cairn.indexer import store
 from cairn.platform.consumer import Delivery, Handler
-from cairn.text import index_terms, to_tsvector_literal
 
 Connection = Any
-SEARCHABLE_ROLES = ("user", "assistant")  # tool output and system text are stored, never indexed
 
 
 async def on_appended(conn: Connection, event: TranscriptAppended, delivery: Delivery) -> Sequence[Event]:
-    if event.role in SEARCHABLE_ROLES:
-        await store.insert_message(
-            conn,
-            (
-                uuid.UUID(event.tenant_id),
-                event.agent_id,
-                uuid.UUID(event.message_id),
-                event.session_key,
-                uuid.UUID(event.session_id),
-                event.position,
-                event.reset_index,
-                event.role,
-                event.chat_type,
-                event.text,
-                to_tsvector_literal(index_terms(event.text)),
-                event.occurred_at,
-                event.ingest_seq,
-            ),
-        )
+    if store.is_searchable(event):
+        await store.insert_message(conn, store.message_row(event))
     await store.advance(conn, event.tenant_id, event.agent_id, event.ingest_seq)
     return []
 

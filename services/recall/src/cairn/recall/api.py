@@ -9,19 +9,23 @@ from pydantic import BaseModel, Field
 
 from cairn.platform.auth import Tenant
 from cairn.platform.runtime import runtime_of, settings_of
-from cairn.recall.queries import ReadStore, Scope
+from cairn.recall.queries import Page, ReadStore, Scope
 from cairn.recall.settings import RecallSettings
 from cairn.text import build_query, snippet
 
 router = APIRouter()
 AgentId = Annotated[str, Query(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 SNIPPET_CHARS = 300
+MAX_OFFSET = 475  # with limit 25, the first 500 hits can be paged through
 
 
 class SessionSearch(BaseModel):
     agent_id: str = Field(default="main", pattern=r"^[A-Za-z0-9_-]{1,64}$")
     query: str = Field(min_length=1, max_length=4096)
     limit: int = Field(default=10, ge=1, le=25)
+    offset: int = Field(
+        default=0, ge=0, le=MAX_OFFSET, description="hits to skip, for a next page (the order is stable)"
+    )
     caller_session_key: str | None = Field(default=None, max_length=512)
     visibility: Literal["self", "tree", "agent", "all"] = Field(
         default="tree",
@@ -35,10 +39,11 @@ class SessionHit(BaseModel):
     session_key: str
     session_id: str
     message_id: str
+    external_id: str | None = Field(description="the adapter's message id, when it sent one")
     role: str
     occurred_at: datetime
     snippet: str
-    score: float
+    score: float = Field(description="relevance: 1 + s for a message with every term, s otherwise; 0 ≤ s < 1")
 
 
 class SessionSearchResult(BaseModel):
@@ -94,12 +99,14 @@ async def search_sessions(body: SessionSearch, tenant: Tenant, request: Request)
     if query is None:
         return SessionSearchResult(results=[], truncated=False, indexing=indexing)
     scope = await _scope(store, tenant, body)
-    rows = await store.search_messages(tenant, scope, query.any_terms, query.all_terms, body.limit)
+    page = Page(body.limit, body.offset, settings.search_candidates)
+    rows = await store.search_messages(tenant, scope, query, page)
     hits = [
         SessionHit(
             session_key=r.session_key,
             session_id=r.session_id,
             message_id=r.message_id,
+            external_id=r.external_id,
             role=r.role,
             occurred_at=r.occurred_at,
             snippet=snippet(r.text, query.terms, SNIPPET_CHARS),

@@ -8,17 +8,55 @@ from datetime import datetime
 import asyncpg
 
 from cairn.platform.postgres import tenant_transaction
+from cairn.text import SearchQuery
 
-# Visibility is part of the WHERE clause, so hidden sessions never take a place under LIMIT. $5: the
-# agent to search (NULL: every agent of the tenant); $6: the session keys to search (NULL: all of them).
+# Ranking: BM25 over the query's lexemes (k1 1.2, b 0.75), messages with every term first, then the
+# more recent, then by id, so the order is stable and pages never overlap. Candidates are the messages
+# matching any term, in scope (visibility is part of the WHERE clause, so hidden sessions never take a
+# place under LIMIT): those with every term first, then the most recent, $9 at most. That is every match
+# in a tenant of ordinary size and bounded work in the largest. Document frequencies are counted over the
+# candidates (exact when they are all of the matches), the tenant's size up to 100,000 rows; a message's
+# length is its number of distinct lexemes. Every step is a scan or an aggregate over the step before, no
+# join between row sets, so a generic plan with poor estimates stays linear in the candidates.
+# $2 any-term tsquery; $3 all-terms tsquery; $4 limit; $5 agent (NULL: every agent of the tenant);
+# $6 session keys (NULL: all); $7/$8 ranked lexemes and their weights; $9 candidate cap; $10 offset.
 SEARCH_MESSAGES = """
-SELECT session_key, session_id::text, message_id::text, role, occurred_at, text,
-       ts_rank_cd(terms, any_q) + CASE WHEN terms @@ all_q THEN 1.0 ELSE 0.0 END AS score
-FROM indexer.messages, CAST($2 AS tsquery) AS any_q, CAST($3 AS tsquery) AS all_q
-WHERE tenant_id = $1 AND terms @@ any_q
-  AND ($5::text IS NULL OR agent_id = $5) AND ($6::text[] IS NULL OR session_key = ANY($6))
-ORDER BY score DESC, occurred_at DESC, message_id
-LIMIT $4
+WITH candidates AS MATERIALIZED (
+    SELECT message_id, occurred_at, terms, terms @@ CAST($3 AS tsquery) AS every
+    FROM indexer.messages
+    WHERE tenant_id = $1 AND terms @@ CAST($2 AS tsquery)
+      AND ($5::text IS NULL OR agent_id = $5) AND ($6::text[] IS NULL OR session_key = ANY($6))
+    ORDER BY every DESC, occurred_at DESC, message_id
+    LIMIT $9
+),
+found AS MATERIALIZED (
+    SELECT c.message_id, c.occurred_at, c.every, length(c.terms)::float8 AS length,
+           cardinality(term.positions)::float8 AS tf, ($8::float8[])[array_position($7::text[], term.lexeme)] AS weight,
+           count(*) OVER (PARTITION BY term.lexeme)::float8 AS df
+    FROM candidates c, unnest(c.terms) AS term
+    WHERE term.lexeme = ANY($7::text[])
+),
+corpus AS MATERIALIZED (
+    SELECT greatest((SELECT count(*) FROM (SELECT 1 FROM indexer.messages WHERE tenant_id = $1 LIMIT 100000) t),
+                    (SELECT count(*) FROM candidates))::float8 AS n,
+           (SELECT greatest(avg(length(terms)), 1) FROM candidates)::float8 AS length
+),
+scored AS (
+    SELECT message_id, occurred_at, every,
+           sum(weight * ln(1 + (corpus.n - df + 0.5) / (df + 0.5))
+               * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * found.length / corpus.length))) AS bm25
+    FROM found, corpus
+    GROUP BY message_id, occurred_at, every
+),
+ranked AS (
+    SELECT message_id, occurred_at, CASE WHEN every THEN 1.0 ELSE 0.0 END + bm25 / (bm25 + 1) AS score
+    FROM scored
+    ORDER BY score DESC, occurred_at DESC, message_id
+    LIMIT $4 OFFSET $10
+)
+SELECT m.session_key, m.session_id::text, m.message_id::text, m.role, m.occurred_at, m.text, m.external_id, r.score
+FROM ranked r JOIN indexer.messages m ON m.tenant_id = $1 AND m.message_id = r.message_id
+ORDER BY r.score DESC, r.occurred_at DESC, r.message_id
 """
 # The caller's key and every session forked or spawned from it, at any depth, whatever ids the keys
 # have had (a daily or idle reset moves a key to a new id; children point at the id they came from).
@@ -45,6 +83,15 @@ class Scope:
 
 
 @dataclass(frozen=True)
+class Page:
+    """Which ranked hits to return, and how many of the most recent matches to rank at most."""
+
+    limit: int
+    offset: int
+    candidates: int
+
+
+@dataclass(frozen=True)
 class MessageHit:
     session_key: str
     session_id: str
@@ -53,20 +100,22 @@ class MessageHit:
     occurred_at: datetime
     text: str
     score: float
+    external_id: str | None = None
 
 
 class ReadStore:
     def __init__(self, pool: "asyncpg.Pool[asyncpg.Record]") -> None:
         self._pool = pool
 
-    async def search_messages(
-        self, tenant: str, scope: "Scope", any_q: str, all_q: str, limit: int
-    ) -> list[MessageHit]:
+    async def search_messages(self, tenant: str, scope: "Scope", query: SearchQuery, page: "Page") -> list[MessageHit]:
         async with tenant_transaction(self._pool, tenant) as conn:
-            rows = await conn.fetch(SEARCH_MESSAGES, tenant, any_q, all_q, limit, scope.agent_id, scope.session_keys)
+            rows = await conn.fetch(
+                SEARCH_MESSAGES, tenant, query.any_terms, query.all_terms, page.limit, scope.agent_id,
+                scope.session_keys, list(query.lexemes), list(query.weights), page.candidates, page.offset,
+            )  # fmt: skip
         return [
             MessageHit(r["session_key"], r["session_id"], r["message_id"], r["role"], r["occurred_at"], r["text"],
-                       float(r["score"]))
+                       float(r["score"]), r["external_id"])
             for r in rows
         ]  # fmt: skip
 
