@@ -27,7 +27,7 @@ from cairn.events import (
     subject_for,
 )
 from cairn.local import LocalStack
-from cairn.platform.consumer import Delivery, Handler, Projection
+from cairn.platform.consumer import BatchHandlers, Delivery, Handler, Projection, Unit
 from cairn.platform.postgres import tenant_transaction
 from cairn.platform.publisher import EventPublisher, Outgoing
 from cairn.platform.settings import NatsSettings
@@ -53,7 +53,8 @@ async def table(stack: LocalStack) -> AsyncIterator[str]:
         await conn.execute(
             f"""
             CREATE SCHEMA {schema};
-            CREATE TABLE {schema}.applied (tenant_id uuid NOT NULL, event_id uuid NOT NULL, stream_seq bigint NOT NULL);
+            CREATE TABLE {schema}.applied (tenant_id uuid NOT NULL, event_id uuid NOT NULL, stream_seq bigint NOT NULL,
+                txid bigint NOT NULL DEFAULT txid_current());
             ALTER TABLE {schema}.applied ENABLE ROW LEVEL SECURITY;
             ALTER TABLE {schema}.applied FORCE ROW LEVEL SECURITY;
             CREATE POLICY tenant_isolation ON {schema}.applied
@@ -114,14 +115,15 @@ class RecordingPublisher(EventPublisher):
 async def running(
     js: JetStreamContext,
     stream: str,
-    handlers: Mapping[type, Handler],
+    handlers: Mapping[type, Handler] | BatchHandlers,
     pool: Pool,
     settings: NatsSettings,
     publisher: EventPublisher | None = None,
+    filter_subject: str | None = None,
 ) -> AsyncIterator[Projection]:
     """A projection with a fresh durable consumer, run as a task; cancelled and its consumer deleted after."""
     consumer = f"test-{uuid.uuid4().hex[:12]}"
-    projection = Projection(consumer, stream, handlers, pool, publisher or EventPublisher(js), settings)
+    projection = Projection(consumer, stream, handlers, pool, publisher or EventPublisher(js), settings, filter_subject)
     task = asyncio.create_task(projection.run())
     try:
         yield projection
@@ -258,3 +260,123 @@ async def test_undecodable_bytes_are_dead_lettered_at_once(nats_client: Client, 
     assert headers["Cairn-Deliveries"] == "1", "not retried: no attempt could ever decode it"
     assert headers["Cairn-Stream-Seq"] == str(ack.seq)
     assert headers["Cairn-Subject"] == subject
+
+
+# The set-based path: handlers that buffer rows per event and write them all at the end of the transaction.
+BATCHED = NatsSettings(max_deliver=2, ack_wait_s=1, fetch_batch=64)
+
+
+class BatchRecorder:
+    """Like the services' projections: each event's row is buffered, `complete` writes them with one INSERT
+    and fails when a poison event is among them (one bad row fails the whole statement)."""
+
+    def __init__(self, table: str, tenants: set[str], poison: frozenset[str] = frozenset(), emit: bool = False):
+        self.table, self.tenants, self.poison, self.emit = table, tenants, poison, emit
+        self.deliveries: list[tuple[str, int]] = []  # (event id, delivery number), as handled
+
+    def handles(self, event: Event) -> bool:
+        return isinstance(event, RecallPerformed) and event.tenant_id in self.tenants
+
+    def begin(self, conn: Any, events: Sequence[Event]) -> Unit:
+        return _RecorderUnit(self, conn)
+
+
+class _RecorderUnit:
+    def __init__(self, recorder: BatchRecorder, conn: Any) -> None:
+        self.recorder, self.conn = recorder, conn
+        self.rows: list[tuple[uuid.UUID, uuid.UUID, int]] = []
+
+    async def handle(self, event: Event, delivery: Delivery) -> Sequence[Event]:
+        self.recorder.deliveries.append((event.event_id, delivery.num_delivered))
+        self.rows.append((uuid.UUID(event.tenant_id), uuid.UUID(event.event_id), delivery.stream_seq))
+        if not self.recorder.emit:
+            return []
+        return [IndexAdvanced(tenant_id=event.tenant_id, causation_id=event.event_id, ingest_seq=delivery.stream_seq)]
+
+    async def complete(self) -> None:
+        if bad := [str(r[1]) for r in self.rows if str(r[1]) in self.recorder.poison]:
+            raise RuntimeError(f"poison {bad[0]}")
+        tenants, events, seqs = (list(c) for c in zip(*self.rows, strict=True))
+        await self.conn.execute(
+            f"INSERT INTO {self.recorder.table} (tenant_id, event_id, stream_seq) "
+            "SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::bigint[])",
+            tenants, events, seqs,
+        )  # fmt: skip
+
+
+def recall_of(tenant: str, agent: str) -> RecallPerformed:
+    return RecallPerformed(tenant_id=tenant, agent_id=agent, session_key=f"agent:{agent}:main", outcome="none")
+
+
+async def applied(pool: Pool, table: str, tenant: str) -> list[tuple[str, int]]:
+    async with tenant_transaction(pool, tenant) as conn:
+        found = await conn.fetch(f"SELECT event_id, txid FROM {table} ORDER BY stream_seq")
+    return [(str(r["event_id"]), r["txid"]) for r in found]
+
+
+async def test_a_batch_is_applied_per_tenant_in_one_transaction_each_in_stream_order(
+    nats_client: Client, app_pool: Pool, table: str
+) -> None:
+    """Two tenants interleaved in one fetch: each tenant's events in one transaction, in stream order."""
+    js, a, b, agent = nats_client.jetstream(), str(uuid.uuid4()), str(uuid.uuid4()), f"a{uuid.uuid4().hex[:8]}"
+    events = [recall_of(tenant, agent) for tenant in (a, b, a, b, a)]
+    publisher = EventPublisher(js)
+    seqs = [(await publisher.publish(event)).seq for event in events]  # all stored before the first fetch
+    recorder = BatchRecorder(table, {a, b})
+    filter_subject = f"cairn.*.{agent}.recall.performed"  # only this test's events, so one fetch holds them all
+    async with running(js, RECALL_STREAM, recorder, app_pool, BATCHED, filter_subject=filter_subject) as projection:
+        assert await eventually(lambda: settled(js, projection, seqs[-1]))
+    rows_a, rows_b = await applied(app_pool, table, a), await applied(app_pool, table, b)
+    assert [e for e, _ in rows_a] == [events[0].event_id, events[2].event_id, events[4].event_id]
+    assert [e for e, _ in rows_b] == [events[1].event_id, events[3].event_id]
+    assert len({t for _, t in rows_a}) == 1, "one transaction for tenant a's three events"
+    assert len({t for _, t in rows_b}) == 1
+    assert rows_a[0][1] != rows_b[0][1], "tenants never share a transaction (row-level security)"
+
+
+async def test_a_poison_event_in_a_batch_is_dead_lettered_and_nothing_else_is_lost(
+    nats_client: Client, app_pool: Pool, table: str
+) -> None:
+    js, a, b, agent = nats_client.jetstream(), str(uuid.uuid4()), str(uuid.uuid4()), f"a{uuid.uuid4().hex[:8]}"
+    events = [recall_of(a, agent), recall_of(a, agent), recall_of(b, agent), recall_of(a, agent)]
+    poison = events[1]
+    publisher = EventPublisher(js)
+    seqs = [(await publisher.publish(event)).seq for event in events]
+    recorder = BatchRecorder(table, {a, b}, poison=frozenset({poison.event_id}))
+    filter_subject = f"cairn.*.{agent}.recall.performed"
+    async with running(js, RECALL_STREAM, recorder, app_pool, BATCHED, filter_subject=filter_subject) as projection:
+        dead = dead_letter_subject(projection.consumer)
+        letters = await eventually(lambda: stream_messages(js, DEAD_LETTER_STREAM, dead))
+        assert await eventually(lambda: settled(js, projection, seqs[-1]))
+    assert [e for e, _ in await applied(app_pool, table, a)] == [events[0].event_id, events[3].event_id]
+    assert [e for e, _ in await applied(app_pool, table, b)] == [events[2].event_id]
+    (letter,) = letters
+    assert letter.data == encode_event(poison)
+    assert (letter.headers or {})["Cairn-Error"] == f"RuntimeError: poison {poison.event_id}"
+    after = [n for e, n in recorder.deliveries if e == events[3].event_id]
+    before = [n for e, n in recorder.deliveries if e == poison.event_id]
+    assert max(after) >= max(before), "the event after the poison was not applied before it was settled"
+
+
+async def test_a_duplicate_inside_a_batch_is_applied_once_and_re_publishes_its_outbox(
+    nats_client: Client, app_pool: Pool, table: str
+) -> None:
+    js, tenant, agent = nats_client.jetstream(), str(uuid.uuid4()), f"a{uuid.uuid4().hex[:8]}"
+    event, other = recall_of(tenant, agent), recall_of(tenant, agent)
+    publisher = EventPublisher(js)
+    first, second = await publish_twice(publisher, event)
+    last = (await publisher.publish(other)).seq
+    recorder, recording = BatchRecorder(table, {tenant}, emit=True), RecordingPublisher(js)
+    filter_subject = f"cairn.*.{agent}.recall.performed"
+    async with running(
+        js, RECALL_STREAM, recorder, app_pool, BATCHED, recording, filter_subject=filter_subject
+    ) as projection:
+        assert await eventually(lambda: settled(js, projection, last))
+    assert [e for e, _ in recorder.deliveries] == [event.event_id, other.event_id], "the duplicate is not handled"
+    rows_ = await applied(app_pool, table, tenant)
+    assert [e for e, _ in rows_] == [event.event_id, other.event_id]
+    assert len({t for _, t in rows_}) == 1, "one fetch, one transaction"
+    (batch,) = recording.batches
+    assert [e.causation_id for e in batch] == [event.event_id, event.event_id, other.event_id]
+    assert batch[0] == batch[1], "the duplicate re-publishes the same event, which JetStream then drops"
+    assert second > first

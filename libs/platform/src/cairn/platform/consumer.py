@@ -7,17 +7,17 @@ record and only re-publishes its outbox (JetStream drops the duplicates by messa
 messages, events a handler calls poison, and messages that keep failing go to the dead-letter stream
 with the error.
 
-A fetched batch is applied in stream order, consecutive events of one tenant in one transaction (one
-commit and one publish round instead of one per event); when such a group fails, its events are
-retried one by one so that only the failing event is retried and, in the end, dead-lettered.
+A fetched batch is applied per tenant, each tenant's events in stream order in one transaction, set-based:
+one statement records every event as processed, one stores every outbox row, and the handlers may buffer
+their own writes in a `Unit` that writes them all just before the commit. When such a group fails, its
+events are retried one by one so that only the failing event is retried and, in the end, dead-lettered.
 """
 
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import groupby
-from typing import Any
+from typing import Any, Protocol
 
 import asyncpg
 from nats.aio.msg import Msg
@@ -31,7 +31,7 @@ from cairn.platform.publisher import EventPublisher, Outgoing
 from cairn.platform.pull import Delivery, PullConsumer, give_back
 from cairn.platform.settings import NatsSettings
 
-__all__ = ["Delivery", "Handler", "PoisonEvent", "Projection"]
+__all__ = ["BatchHandlers", "Delivery", "Handler", "PerEvent", "PoisonEvent", "Projection", "Unit"]
 
 log = logging.getLogger(__name__)
 _tracer = trace.get_tracer("cairn.consumer")
@@ -39,12 +39,63 @@ _tracer = trace.get_tracer("cairn.consumer")
 Connection = Any  # an asyncpg connection inside a tenant transaction
 Handler = Callable[[Connection, Any, Delivery], Awaitable[Sequence[Event]]]
 
+# Duplicates inside one statement are fine with DO NOTHING: RETURNING lists each new event id once.
 MARK_PROCESSED = """
-INSERT INTO cairn.processed_events (consumer, event_id, tenant_id) VALUES ($1, $2, $3)
+INSERT INTO cairn.processed_events (consumer, event_id, tenant_id)
+SELECT $1, event_id, $3 FROM unnest($2::uuid[]) AS event_id
 ON CONFLICT DO NOTHING
+RETURNING event_id
 """
-SAVE_OUTBOX = "INSERT INTO cairn.outbox (consumer, causation_id, seq, tenant_id, event) VALUES ($1, $2, $3, $4, $5)"
-LOAD_OUTBOX = "SELECT event FROM cairn.outbox WHERE consumer = $1 AND causation_id = $2 ORDER BY seq"
+SAVE_OUTBOX = """
+INSERT INTO cairn.outbox (consumer, causation_id, seq, tenant_id, event)
+SELECT $1, causation_id, seq, $2, event::jsonb
+FROM unnest($3::uuid[], $4::int[], $5::text[]) AS o(causation_id, seq, event)
+"""
+LOAD_OUTBOX = """
+SELECT causation_id, event FROM cairn.outbox WHERE consumer = $1 AND causation_id = ANY($2::uuid[])
+ORDER BY causation_id, seq
+"""
+
+
+class Unit(Protocol):
+    """The handlers' work inside one transaction: `handle` is called for each new event in stream order and
+    may buffer writes; `complete` writes what is buffered, before the commit."""
+
+    async def handle(self, event: Event, delivery: Delivery) -> Sequence[Event]: ...
+
+    async def complete(self) -> None: ...
+
+
+class BatchHandlers(Protocol):
+    """What a projection applies: which events it handles, and a unit of work over a tenant's events."""
+
+    def handles(self, event: Event) -> bool: ...
+
+    def begin(self, conn: Connection, events: Sequence[Event]) -> Unit: ...
+
+
+class PerEvent:
+    """Plain handlers, one per event type, each writing as it goes."""
+
+    def __init__(self, handlers: Mapping[type, Handler]) -> None:
+        self._handlers = handlers
+
+    def handles(self, event: Event) -> bool:
+        return type(event) in self._handlers
+
+    def begin(self, conn: Connection, events: Sequence[Event]) -> Unit:
+        return _PerEventUnit(conn, self._handlers)
+
+
+class _PerEventUnit:
+    def __init__(self, conn: Connection, handlers: Mapping[type, Handler]) -> None:
+        self._conn, self._handlers = conn, handlers
+
+    async def handle(self, event: Event, delivery: Delivery) -> Sequence[Event]:
+        return await self._handlers[type(event)](self._conn, event, delivery)
+
+    async def complete(self) -> None:
+        return None
 
 
 class PoisonEvent(Exception):
@@ -57,7 +108,6 @@ class _Work:
     raw: Msg
     delivery: Delivery
     event: Event
-    handler: Handler
 
 
 class Projection(PullConsumer):
@@ -65,24 +115,29 @@ class Projection(PullConsumer):
         self,
         consumer: str,
         stream: str,
-        handlers: Mapping[type, Handler],
+        handlers: Mapping[type, Handler] | BatchHandlers,
         pool: "asyncpg.Pool[asyncpg.Record]",
         publisher: EventPublisher,
         settings: NatsSettings,
         filter_subject: str | None = None,
     ) -> None:
         super().__init__(consumer, stream, publisher.js, settings, filter_subject)
-        self._handlers, self._pool, self._publisher = handlers, pool, publisher
+        self._handlers = PerEvent(handlers) if isinstance(handlers, Mapping) else handlers
+        self._pool, self._publisher = pool, publisher
 
     async def process_batch(self, messages: Sequence[Msg]) -> None:
-        """In stream order: events of one session must be applied in order, so when an event has to be
-        retried, the rest of the batch goes back with it instead of overtaking it."""
-        work = [item for raw in messages if (item := await self._decode(raw)) is not None]
-        groups = [list(group) for _, group in groupby(work, key=lambda w: w.event.tenant_id)]
-        for index, group in enumerate(groups):
+        """Per tenant, in stream order: events of one session must be applied in order, so when an event has
+        to be retried, the rest of the batch goes back with it instead of overtaking it. Tenants are
+        independent, so each tenant's events form one group wherever they sit in the batch."""
+        groups: dict[str, list[_Work]] = {}
+        for raw in messages:
+            if (item := await self._decode(raw)) is not None:
+                groups.setdefault(item.event.tenant_id, []).append(item)
+        ordered = list(groups.values())
+        for index, group in enumerate(ordered):
             if not await self._apply_group(group):
                 delay = self._retry_delay(group[0].delivery)
-                await give_back([item.raw for later in groups[index + 1 :] for item in later], delay)
+                await give_back([item.raw for later in ordered[index + 1 :] for item in later], delay)
                 # fetching before the retries are due would hand out newer events first
                 await asyncio.sleep(delay)
                 return
@@ -94,20 +149,17 @@ class Projection(PullConsumer):
         except ValidationError as error:
             await self.dead_letter(raw, f"undecodable event: {error}")
             return None
-        handler = self._handlers.get(type(event))
-        if handler is None:
+        if not self._handlers.handles(event):
             await raw.ack()
             return None
-        return _Work(raw, delivery, event, handler)
+        return _Work(raw, delivery, event)
 
     async def _apply_group(self, group: list[_Work]) -> bool:
         """True when every event was applied (or dead-lettered); False when one goes back for a retry."""
         if len(group) == 1:
             return await self._apply_one(group[0])
         try:
-            async with tenant_transaction(self._pool, group[0].event.tenant_id) as conn:
-                outgoing = [out for item in group for out in await self._apply(conn, item)]
-            await self._publisher.publish_outgoing(outgoing)
+            await self._publisher.publish_outgoing(await self._apply(group))
         except Exception:  # isolate the failing event: the group rolled back, apply it one event at a time
             for index, item in enumerate(group):
                 if not await self._apply_one(item):
@@ -118,27 +170,64 @@ class Projection(PullConsumer):
             await item.raw.ack()
         return True
 
-    async def _apply(self, conn: Connection, item: _Work) -> list[Outgoing]:
-        """Apply one event; the emitted events carry the trace context of the event that caused them."""
-        event = item.event
+    async def _apply(self, group: Sequence[_Work]) -> list[Outgoing]:
+        """Apply one tenant's events in one transaction; returns what to publish, in stream order."""
+        tenant, ids = group[0].event.tenant_id, [item.event.event_id for item in group]
+        async with tenant_transaction(self._pool, tenant) as conn:
+            new = {str(row["event_id"]) for row in await conn.fetch(MARK_PROCESSED, self.consumer, ids, tenant)}
+            first: dict[str, _Work] = {}
+            for item in group:
+                if item.event.event_id in new:
+                    first.setdefault(item.event.event_id, item)
+            emitted = await self._handle(conn, list(first.values()))
+            await self._save_outbox(conn, tenant, emitted)
+            stored = await self._load_outbox(conn, [i for i in ids if i not in new])
+        outgoing: list[Outgoing] = []
+        for item in group:
+            event_id = item.event.event_id
+            if first.get(event_id) is item:
+                outgoing += emitted[event_id]
+                continue
+            # seen before, here or in an earlier transaction: only re-publish what it emitted the first time
+            again = [o.event for o in emitted[event_id]] if event_id in emitted else stored.get(event_id, [])
+            with self._span(item):
+                outgoing += [Outgoing(event, self._publisher.trace_headers()) for event in again]
+        return outgoing
+
+    async def _handle(self, conn: Connection, items: Sequence[_Work]) -> dict[str, list[Outgoing]]:
+        """Run the handlers over the new events; each emitted event carries the trace context of its cause."""
+        unit = self._handlers.begin(conn, [item.event for item in items])
+        emitted: dict[str, list[Outgoing]] = {}
+        for item in items:
+            with self._span(item):
+                events = await unit.handle(item.event, item.delivery)
+                emitted[item.event.event_id] = [Outgoing(e, self._publisher.trace_headers()) for e in events]
+        await unit.complete()
+        return emitted
+
+    def _span(self, item: _Work) -> Any:
         context = propagate.extract(item.raw.headers or {})
-        with _tracer.start_as_current_span(f"{self.consumer} {event.type}", context=context, kind=SpanKind.CONSUMER):
-            inserted = await conn.execute(MARK_PROCESSED, self.consumer, event.event_id, event.tenant_id)
-            if inserted == "INSERT 0 0":  # a redelivery: only re-publish what it emitted the first time
-                rows = await conn.fetch(LOAD_OUTBOX, self.consumer, event.event_id)
-                emitted: Sequence[Event] = [event_adapter.validate_json(row["event"]) for row in rows]
-            else:
-                emitted = await item.handler(conn, event, item.delivery)
-                for seq, out in enumerate(emitted):
-                    payload = event_adapter.dump_json(out).decode()
-                    await conn.execute(SAVE_OUTBOX, self.consumer, event.event_id, seq, event.tenant_id, payload)
-            return [Outgoing(out, self._publisher.trace_headers()) for out in emitted]
+        return _tracer.start_as_current_span(
+            f"{self.consumer} {item.event.type}", context=context, kind=SpanKind.CONSUMER
+        )
+
+    async def _save_outbox(self, conn: Connection, tenant: str, emitted: Mapping[str, list[Outgoing]]) -> None:
+        rows = [(cause, seq, event_adapter.dump_json(o.event).decode())
+                for cause, outs in emitted.items() for seq, o in enumerate(outs)]  # fmt: skip
+        if rows:
+            causes, seqs, events = (list(column) for column in zip(*rows, strict=True))
+            await conn.execute(SAVE_OUTBOX, self.consumer, tenant, causes, seqs, events)
+
+    async def _load_outbox(self, conn: Connection, causes: Sequence[str]) -> dict[str, list[Event]]:
+        stored: dict[str, list[Event]] = {}
+        if causes:
+            for row in await conn.fetch(LOAD_OUTBOX, self.consumer, list(set(causes))):
+                stored.setdefault(str(row["causation_id"]), []).append(event_adapter.validate_json(row["event"]))
+        return stored
 
     async def _apply_one(self, item: _Work) -> bool:
         try:
-            async with tenant_transaction(self._pool, item.event.tenant_id) as conn:
-                outgoing = await self._apply(conn, item)
-            await self._publisher.publish_outgoing(outgoing)
+            await self._publisher.publish_outgoing(await self._apply([item]))
         except PoisonEvent as poison:
             await self.dead_letter(item.raw, f"poison event: {poison}")
             return True

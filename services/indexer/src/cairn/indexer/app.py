@@ -3,7 +3,7 @@
 from fastapi import FastAPI
 
 from cairn.events import SESSION_STREAM
-from cairn.indexer.handlers import HANDLERS
+from cairn.indexer.handlers import IndexerProjection
 from cairn.indexer.settings import IndexerSettings
 from cairn.platform.consumer import Projection
 from cairn.platform.runtime import Runtime, create_service_app, serve
@@ -11,7 +11,8 @@ from cairn.platform.runtime import Runtime, create_service_app, serve
 
 def create_app(settings: IndexerSettings) -> FastAPI:
     def wire(runtime: Runtime) -> list[Projection]:
-        return [Projection("indexer", SESSION_STREAM, HANDLERS, runtime.pool, runtime.publisher, settings.nats)]
+        projection = IndexerProjection()
+        return [Projection("indexer", SESSION_STREAM, projection, runtime.pool, runtime.publisher, settings.nats)]
 
     return create_service_app(
         "indexer",

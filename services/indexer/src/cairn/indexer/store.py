@@ -1,10 +1,11 @@
 """The full-text projection of messages. Terms come from the application tokenizer (CJK-aware) as a
 tsvector literal: Postgres never re-tokenizes our text, so index and query use the same terms.
 
-`message_row` is the one definition of what an indexed message holds; write paths call it and pass
-its tuple to `INSERT_MESSAGE` (or its columns to a set-based insert), in `MESSAGE_COLUMNS` order."""
+`message_row` is the one definition of what an indexed message holds, in `MESSAGE_COLUMNS` order; a batch's
+rows go in with one INSERT … SELECT FROM unnest (`insert_messages`), its positions with one upsert."""
 
 import uuid
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cairn.events import TranscriptAppended
@@ -17,13 +18,22 @@ MESSAGE_COLUMNS = (
     "tenant_id", "agent_id", "message_id", "session_key", "session_id", "position", "reset_index", "role",
     "chat_type", "text", "terms", "occurred_at", "ingest_seq", "external_id", "sender_name",
 )  # fmt: skip
-INSERT_MESSAGE = f"""
+# The array type each column travels in (terms as text, cast to tsvector in the SELECT).
+_ARRAY_OF = {
+    "tenant_id": "uuid", "agent_id": "text", "message_id": "uuid", "session_key": "text", "session_id": "uuid",
+    "position": "int", "reset_index": "int", "role": "text", "chat_type": "text", "text": "text", "terms": "text",
+    "occurred_at": "timestamptz", "ingest_seq": "bigint", "external_id": "text", "sender_name": "text",
+}  # fmt: skip
+INSERT_MESSAGES = f"""
 INSERT INTO indexer.messages ({", ".join(MESSAGE_COLUMNS)})
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::tsvector, $12, $13, $14, $15)
+SELECT {", ".join("terms::tsvector" if c == "terms" else c for c in MESSAGE_COLUMNS)}
+FROM unnest({", ".join(f"${n}::{_ARRAY_OF[c]}[]" for n, c in enumerate(MESSAGE_COLUMNS, start=1))})
+    AS m({", ".join(MESSAGE_COLUMNS)})
 ON CONFLICT (tenant_id, message_id) DO NOTHING
 """
 ADVANCE = """
-INSERT INTO indexer.progress (tenant_id, agent_id, ingest_seq) VALUES ($1, $2, $3)
+INSERT INTO indexer.progress (tenant_id, agent_id, ingest_seq)
+SELECT $1, agent_id, ingest_seq FROM unnest($2::text[], $3::bigint[]) AS p(agent_id, ingest_seq)
 ON CONFLICT (tenant_id, agent_id) DO UPDATE
     SET ingest_seq = greatest(indexer.progress.ingest_seq, excluded.ingest_seq), updated_at = now()
 """
@@ -54,11 +64,13 @@ def message_row(event: TranscriptAppended) -> tuple[Any, ...]:
     )
 
 
-async def insert_message(conn: Connection, row: tuple[Any, ...]) -> None:
-    await conn.execute(INSERT_MESSAGE, *row)
+async def insert_messages(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Rows from `message_row`, all of one tenant; a message indexed before is left as it is."""
+    if rows:
+        await conn.execute(INSERT_MESSAGES, *(list(column) for column in zip(*rows, strict=True)))
 
 
-async def advance(conn: Connection, tenant: str, agent: str, ingest_seq: int | None) -> None:
-    """Record that everything of this tenant up to `ingest_seq` is searchable (read-your-writes)."""
-    if ingest_seq is not None:
-        await conn.execute(ADVANCE, uuid.UUID(tenant), agent, ingest_seq)
+async def advance(conn: Connection, tenant: str, reached: Mapping[str, int]) -> None:
+    """Record that everything of each agent up to its ingest position is searchable (read-your-writes)."""
+    if reached:
+        await conn.execute(ADVANCE, uuid.UUID(tenant), list(reached), list(reached.values()))

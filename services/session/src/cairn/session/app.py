@@ -11,13 +11,13 @@ from cairn.platform.leases import PartitionLeases
 from cairn.platform.partitioned import PartitionedConsumers
 from cairn.platform.pull import Consumer
 from cairn.platform.runtime import Runtime, create_service_app, serve
-from cairn.session.handlers import build_handlers
 from cairn.session.lifecycle import LifecycleSweeper
+from cairn.session.projection import SessionProjection
 from cairn.session.settings import SessionSettings
 
 
 def create_app(settings: SessionSettings) -> FastAPI:
-    handlers = build_handlers(settings)
+    handlers = SessionProjection(settings)
 
     def wire(runtime: Runtime) -> list[Consumer]:
         def partition(number: int) -> Projection:

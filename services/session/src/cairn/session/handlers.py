@@ -5,10 +5,8 @@ Handlers work through the `Transcripts` port, so unit tests run them against an 
 
 import logging
 import uuid
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from cairn.events import (
     AgentConfigured,
@@ -25,7 +23,6 @@ from cairn.events import (
 )
 from cairn.events.models import ChatType, ResetReason
 from cairn.events.routing import is_reset_command
-from cairn.platform.consumer import Delivery, Handler
 from cairn.session.domain import (
     Window,
     crosses_compaction,
@@ -35,7 +32,7 @@ from cairn.session.domain import (
     threshold_tokens,
 )
 from cairn.session.settings import SessionSettings
-from cairn.session.store import CopiedMessage, Entry, ForkSource, PostgresTranscripts, SessionRow, Transcripts
+from cairn.session.store import CopiedMessage, Entry, ForkSource, SessionRow, Transcripts
 
 log = logging.getLogger(__name__)
 
@@ -262,21 +259,3 @@ class SessionHandlers:
         """Keep what this service needs of the agent's config: context window, reset policies, retention."""
         await store.save_agent_settings(event.tenant_id, event.agent_id, event.version, event.config)
         return []
-
-
-def build_handlers(
-    settings: SessionSettings, store_for: Callable[[Any], Transcripts] = PostgresTranscripts
-) -> dict[type, Handler]:
-    """The projection's handlers: each binds a connection to the store and passes the ingest position."""
-    handlers = SessionHandlers(settings)
-
-    async def on_message(conn: Any, event: MessageReceived, delivery: Delivery) -> Sequence[Event]:
-        return await handlers.on_message(store_for(conn), event, delivery.stream_seq)
-
-    async def on_command(conn: Any, event: SessionCommand, delivery: Delivery) -> Sequence[Event]:
-        return await handlers.on_command(store_for(conn), event, delivery.stream_seq)
-
-    async def on_configured(conn: Any, event: AgentConfigured, delivery: Delivery) -> Sequence[Event]:
-        return await handlers.on_configured(store_for(conn), event)
-
-    return {MessageReceived: on_message, SessionCommand: on_command, AgentConfigured: on_configured}

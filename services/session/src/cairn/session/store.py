@@ -21,9 +21,11 @@ ON CONFLICT (tenant_id, agent_id, session_key) DO NOTHING
 RETURNING session_id
 """
 # The agent's context window and reset policy ride along: no second query per message.
-LOCK_SESSION = """
-SELECT s.session_id, s.session_key, s.chat_type, s.last_position, s.reset_index, s.window_tokens, s.window_bytes,
-    s.compaction_flagged, s.compaction_cycle, s.last_activity_at, a.context_window, a.reset_policy, a.reset_by_type
+LOCK_COLUMNS = """s.session_id, s.session_key, s.chat_type, s.last_position, s.reset_index, s.window_tokens,
+    s.window_bytes, s.compaction_flagged, s.compaction_cycle, s.last_activity_at, a.context_window, a.reset_policy,
+    a.reset_by_type"""
+LOCK_SESSION = f"""
+SELECT {LOCK_COLUMNS}
 FROM session.sessions s
 LEFT JOIN session.agent_settings a ON a.tenant_id = s.tenant_id AND a.agent_id = s.agent_id
 WHERE s.tenant_id = $1 AND s.agent_id = $2 AND s.session_key = $3
@@ -232,7 +234,7 @@ class PostgresTranscripts:
 
     async def find_session(self, tenant: str, agent: str, key: str) -> SessionRow | None:
         row = await self._conn.fetchrow(LOCK_SESSION, tenant, agent, key)
-        return _session_row(row, created=False) if row else None
+        return session_row(row, created=False) if row else None
 
     async def create_session(
         self, tenant: str, agent: str, key: str, session_id: str, chat_type: str, channel: str, parent_id: str | None
@@ -243,7 +245,7 @@ class PostgresTranscripts:
         )
         if created is not None:
             await self._conn.execute(REMEMBER_ID, tenant, agent, key, created)
-        return _session_row(await self._conn.fetchrow(LOCK_SESSION, tenant, agent, key), created=created is not None)
+        return session_row(await self._conn.fetchrow(LOCK_SESSION, tenant, agent, key), created=created is not None)
 
     async def find_message(self, tenant: str, session: SessionRow, message_id: str) -> ForkSource | None:
         row = await self._conn.fetchrow(
@@ -316,7 +318,7 @@ class PostgresTranscripts:
     async def rotate(self, tenant: str, agent: str, key: str, session_id: str) -> SessionRow:
         await self._conn.execute(ROTATE_SESSION, tenant, agent, key, uuid.UUID(session_id))
         await self._conn.execute(REMEMBER_ID, tenant, agent, key, uuid.UUID(session_id))
-        return _session_row(await self._conn.fetchrow(LOCK_SESSION, tenant, agent, key), created=True)
+        return session_row(await self._conn.fetchrow(LOCK_SESSION, tenant, agent, key), created=True)
 
     async def window_tail(self, tenant: str, session: SessionRow, limit: int) -> tuple[TranscriptLine, ...]:
         rows = await self._conn.fetch(WINDOW_TAIL, tenant, uuid.UUID(session.session_id), session.reset_index, limit)
@@ -327,7 +329,7 @@ class PostgresTranscripts:
         )  # fmt: skip
 
 
-def _session_row(row: Any, created: bool) -> SessionRow:
+def session_row(row: Any, created: bool) -> SessionRow:
     default = ResetPolicy.model_validate_json(row["reset_policy"]) if row["reset_policy"] else None
     by_kind = {k: ResetPolicy.model_validate(v) for k, v in json.loads(row["reset_by_type"] or "{}").items()}
     return SessionRow(

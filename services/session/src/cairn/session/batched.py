@@ -1,0 +1,232 @@
+"""The `Transcripts` port for a batch of events in one transaction, set-based.
+
+`prefetch` creates, locks and loads every session a run of messages touches, and looks up their adapter
+ids, in four statements; `append` then allocates positions from the locked rows in memory and buffers the
+entry; `flush` writes all buffered entries in one INSERT and every touched session in one UPDATE. Anything
+else (resets that read the window, rotations, forks, compaction, agent settings) flushes first and runs on
+`PostgresTranscripts`, so it sees exactly what the plain store would.
+"""
+
+import uuid
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from cairn.events import AgentConfig
+from cairn.events.models import TranscriptLine
+from cairn.session.store import (
+    LOCK_COLUMNS,
+    CopiedMessage,
+    Entry,
+    ForkSource,
+    PostgresTranscripts,
+    SessionRow,
+    session_row,
+)
+
+CREATE_SESSIONS = """
+INSERT INTO session.sessions (tenant_id, agent_id, session_key, session_id, chat_type, channel)
+SELECT $1, agent_id, session_key, session_id, chat_type, channel
+FROM unnest($2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[])
+    AS k(agent_id, session_key, session_id, chat_type, channel)
+ON CONFLICT (tenant_id, agent_id, session_key) DO NOTHING
+RETURNING agent_id, session_key, session_id
+"""
+REMEMBER_IDS = """
+INSERT INTO session.key_sessions (tenant_id, agent_id, session_key, session_id)
+SELECT $1, agent_id, session_key, session_id FROM unnest($2::text[], $3::text[], $4::uuid[])
+    AS k(agent_id, session_key, session_id)
+ON CONFLICT DO NOTHING
+"""
+# Locked in key order, so two writers that ever meet (a partition changing hands) cannot deadlock.
+LOCK_SESSIONS = f"""
+SELECT s.agent_id, {LOCK_COLUMNS}
+FROM session.sessions s
+JOIN unnest($2::text[], $3::text[]) AS k(agent_id, session_key) USING (agent_id, session_key)
+LEFT JOIN session.agent_settings a ON a.tenant_id = s.tenant_id AND a.agent_id = s.agent_id
+WHERE s.tenant_id = $1
+ORDER BY s.agent_id, s.session_key
+FOR UPDATE OF s
+"""
+FIND_EXTERNALS = """
+SELECT channel, external_id FROM session.entries
+WHERE tenant_id = $1 AND (channel, external_id) IN (SELECT * FROM unnest($2::text[], $3::text[]))
+  AND external_id IS NOT NULL
+"""
+INSERT_ENTRIES = """
+INSERT INTO session.entries (tenant_id, session_id, position, kind, message_id, channel, external_id, role, text,
+    sender_name, peer_id, reset_index, token_estimate, occurred_at, recorded_at, ingest_seq)
+SELECT $1, * FROM unnest($2::uuid[], $3::int[], $4::text[], $5::uuid[], $6::text[], $7::text[], $8::text[],
+    $9::text[], $10::text[], $11::text[], $12::int[], $13::int[], $14::timestamptz[], $15::timestamptz[],
+    $16::bigint[])
+"""
+# The rows are locked by this transaction, so absolute values are what the per-message updates would reach.
+UPDATE_SESSIONS = """
+UPDATE session.sessions s SET last_position = u.last_position, reset_index = u.reset_index,
+    window_tokens = u.window_tokens, window_bytes = u.window_bytes, compaction_flagged = u.compaction_flagged,
+    last_activity_at = u.last_activity_at, message_count = s.message_count + u.messages,
+    status = CASE WHEN u.messages > 0 THEN 'active' ELSE s.status END, updated_at = now()
+FROM unnest($2::uuid[], $3::int[], $4::int[], $5::bigint[], $6::bigint[], $7::bool[], $8::timestamptz[], $9::int[])
+    AS u(session_id, last_position, reset_index, window_tokens, window_bytes, compaction_flagged, last_activity_at,
+         messages)
+WHERE s.tenant_id = $1 AND s.session_id = u.session_id
+"""
+
+
+@dataclass(frozen=True)
+class Opening:
+    """A session a message is about to open: created with these values when the key has none."""
+
+    agent: str
+    key: str
+    chat_type: str
+    channel: str
+
+
+class BatchedTranscripts:
+    def __init__(self, conn: Any) -> None:
+        self._conn, self._db = conn, PostgresTranscripts(conn)
+        self._rows: dict[str, SessionRow] = {}  # by session id: the locked row as this batch has left it
+        self._keys: dict[tuple[str, str], str] = {}  # (agent, key) → session id
+        self._new: set[str] = set()  # created by a prefetch; the first opening reports it
+        self._seen: dict[tuple[str, str], bool] = {}  # (channel, external id) → stored?
+        self._entries: list[tuple[Any, ...]] = []
+        self._messages: dict[str, int] = {}  # touched session ids → messages appended
+
+    async def prefetch(self, tenant: str, openings: list[Opening], external_ids: list[tuple[str, str]]) -> None:
+        """Create, lock and load the sessions these messages open; learn which adapter ids are stored."""
+        todo = {(o.agent, o.key): o for o in openings if (o.agent, o.key) not in self._keys}
+        if todo:
+            await self._open_many(tenant, list(todo.values()))
+        pairs = list(dict.fromkeys(p for p in external_ids if p not in self._seen))
+        if pairs:
+            found = await self._conn.fetch(FIND_EXTERNALS, tenant, [p[0] for p in pairs], [p[1] for p in pairs])
+            self._seen.update(dict.fromkeys(pairs, False))
+            self._seen.update(dict.fromkeys(((r["channel"], r["external_id"]) for r in found), True))
+
+    async def _open_many(self, tenant: str, openings: list[Opening]) -> None:
+        agents, keys = [o.agent for o in openings], [o.key for o in openings]
+        new_ids = [uuid.uuid4() for _ in openings]
+        created = await self._conn.fetch(
+            CREATE_SESSIONS, tenant, agents, keys, new_ids, [o.chat_type for o in openings],
+            [o.channel for o in openings],
+        )  # fmt: skip
+        if created:
+            await self._conn.execute(
+                REMEMBER_IDS, tenant, [r["agent_id"] for r in created], [r["session_key"] for r in created],
+                [r["session_id"] for r in created],
+            )  # fmt: skip
+        self._new |= {str(r["session_id"]) for r in created}
+        for row in await self._conn.fetch(LOCK_SESSIONS, tenant, agents, keys):
+            self._keep((row["agent_id"], row["session_key"]), session_row(row, created=False))
+
+    def _keep(self, key: tuple[str, str], row: SessionRow) -> SessionRow:
+        """Remember a locked row as current; handed out as `created` only once."""
+        self._keys[key], self._rows[row.session_id] = row.session_id, replace(row, created=False)
+        return row
+
+    async def open_session(self, tenant: str, agent: str, key: str, chat_type: str, channel: str) -> SessionRow:
+        session_id = self._keys.get((agent, key))
+        if session_id is None:  # not prefetched: the plain store reads what the buffer has written
+            await self.flush(tenant)
+            row = self._keep((agent, key), await self._db.open_session(tenant, agent, key, chat_type, channel))
+        else:
+            row = self._rows[session_id]
+        created = row.created or row.session_id in self._new
+        self._new.discard(row.session_id)
+        return replace(row, created=created)
+
+    async def has_external_id(self, tenant: str, channel: str, external_id: str | None) -> bool:
+        if external_id is None:
+            return False
+        known = self._seen.get((channel, external_id))
+        return known if known is not None else await self._db.has_external_id(tenant, channel, external_id)
+
+    async def append(self, tenant: str, session: SessionRow, entry: Entry) -> tuple[int, str]:
+        current = self._rows[session.session_id]  # handlers append only to a session they opened
+        position, message_id = current.last_position + 1, uuid.uuid4()
+        if entry.kind == "reset":
+            current = replace(current, last_position=position, reset_index=current.reset_index + 1,
+                              window_tokens=0, window_bytes=0, compaction_flagged=False)  # fmt: skip
+        else:
+            active = [t for t in (current.last_activity_at, entry.occurred_at if entry.activity else None) if t]
+            current = replace(
+                current, last_position=position, window_tokens=current.window_tokens + entry.token_estimate,
+                window_bytes=current.window_bytes + len((entry.text or "").encode()),
+                last_activity_at=max(active) if active else None,
+            )  # fmt: skip
+        self._rows[session.session_id] = current
+        self._messages[session.session_id] = self._messages.get(session.session_id, 0) + (entry.kind == "message")
+        if entry.external_id is not None:
+            self._seen[(entry.channel, entry.external_id)] = True
+        self._entries.append((
+            uuid.UUID(session.session_id), position, entry.kind, message_id, entry.channel, entry.external_id,
+            entry.role, entry.text, entry.sender_name, entry.peer_id, current.reset_index, entry.token_estimate,
+            entry.occurred_at, entry.recorded_at, entry.ingest_seq,
+        ))  # fmt: skip
+        return position, str(message_id)
+
+    async def flag_compaction(self, tenant: str, session: SessionRow) -> None:
+        self._rows[session.session_id] = replace(self._rows[session.session_id], compaction_flagged=True)
+        self._messages.setdefault(session.session_id, 0)
+
+    async def flush(self, tenant: str) -> None:
+        """Write the buffered entries and the touched sessions' new state: two statements."""
+        if self._entries:
+            await self._conn.execute(INSERT_ENTRIES, tenant, *(list(c) for c in zip(*self._entries, strict=True)))
+        if self._messages:
+            rows = [(self._rows[s], n) for s, n in self._messages.items()]
+            await self._conn.execute(
+                UPDATE_SESSIONS, tenant, [uuid.UUID(r.session_id) for r, _ in rows],
+                [r.last_position for r, _ in rows], [r.reset_index for r, _ in rows],
+                [r.window_tokens for r, _ in rows], [r.window_bytes for r, _ in rows],
+                [r.compaction_flagged for r, _ in rows], [r.last_activity_at for r, _ in rows], [n for _, n in rows],
+            )  # fmt: skip
+        self._entries, self._messages = [], {}
+
+    async def _sync(self, tenant: str) -> None:
+        """Before anything the buffer cannot answer: write it, and forget the rows (the plain store re-reads)."""
+        await self.flush(tenant)
+        self._rows, self._keys = {}, {}
+
+    async def rotate(self, tenant: str, agent: str, key: str, session_id: str) -> SessionRow:
+        await self._sync(tenant)
+        return self._keep((agent, key), await self._db.rotate(tenant, agent, key, session_id))
+
+    async def close_compaction(self, tenant: str, session: SessionRow, first_kept_position: int) -> None:
+        await self._sync(tenant)
+        await self._db.close_compaction(tenant, session, first_kept_position)
+
+    async def window_tail(self, tenant: str, session: SessionRow, limit: int) -> tuple[TranscriptLine, ...]:
+        await self.flush(tenant)
+        return await self._db.window_tail(tenant, self._rows.get(session.session_id, session), limit)
+
+    async def find_session(self, tenant: str, agent: str, key: str) -> SessionRow | None:
+        await self._sync(tenant)
+        return await self._db.find_session(tenant, agent, key)
+
+    async def create_session(
+        self, tenant: str, agent: str, key: str, session_id: str, chat_type: str, channel: str, parent_id: str | None
+    ) -> SessionRow:
+        await self._sync(tenant)
+        return await self._db.create_session(tenant, agent, key, session_id, chat_type, channel, parent_id)
+
+    async def find_message(self, tenant: str, session: SessionRow, message_id: str) -> ForkSource | None:
+        await self._sync(tenant)
+        return await self._db.find_message(tenant, session, message_id)
+
+    async def copy_messages(
+        self,
+        tenant: str,
+        parent: SessionRow,
+        source: ForkSource,
+        child: SessionRow,
+        recorded_at: datetime,
+        ingest_seq: int,
+    ) -> list[CopiedMessage]:
+        await self._sync(tenant)
+        return await self._db.copy_messages(tenant, parent, source, child, recorded_at, ingest_seq)
+
+    async def save_agent_settings(self, tenant: str, agent: str, version: int, config: AgentConfig) -> None:
+        await self._sync(tenant)  # cached rows carry the agent's settings
+        await self._db.save_agent_settings(tenant, agent, version, config)

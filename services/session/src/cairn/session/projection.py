@@ -1,0 +1,61 @@
+"""The session service's projection: its handlers over one tenant's events of a fetched batch.
+
+The handlers run one event at a time, as ever, against `BatchedTranscripts`: before a run of messages, one
+prefetch creates and locks every session the run touches; after the last event, one flush writes every
+entry and session. Commands and agent settings run in between on the plain store's statements.
+"""
+
+from collections.abc import Sequence
+from itertools import takewhile
+from typing import Any
+
+from cairn.events import AgentConfigured, Event, MessageReceived, SessionCommand
+from cairn.platform.consumer import Delivery, Unit
+from cairn.session.batched import BatchedTranscripts, Opening
+from cairn.session.handlers import SessionHandlers
+from cairn.session.settings import SessionSettings
+
+HANDLED = frozenset({MessageReceived, SessionCommand, AgentConfigured})
+
+
+class SessionProjection:
+    def __init__(self, settings: SessionSettings) -> None:
+        self._handlers = SessionHandlers(settings)
+
+    def handles(self, event: Event) -> bool:
+        return type(event) in HANDLED
+
+    def begin(self, conn: Any, events: Sequence[Event]) -> Unit:
+        return _Batch(self._handlers, BatchedTranscripts(conn), events)
+
+
+class _Batch:
+    def __init__(self, handlers: SessionHandlers, store: BatchedTranscripts, events: Sequence[Event]) -> None:
+        self._handlers, self._store, self._events = handlers, store, events
+        self._next = self._prefetched = 0  # the index of the next event; the first one not prefetched
+
+    async def handle(self, event: Event, delivery: Delivery) -> Sequence[Event]:
+        index, self._next = self._next, self._next + 1
+        assert self._events[index] is event, "events are handled in the order the batch was begun with"
+        seq = delivery.stream_seq
+        if isinstance(event, MessageReceived):
+            if index >= self._prefetched:
+                await self._prefetch(index)
+            return await self._handlers.on_message(self._store, event, seq)
+        if isinstance(event, SessionCommand):
+            return await self._handlers.on_command(self._store, event, seq)
+        assert isinstance(event, AgentConfigured)
+        return await self._handlers.on_configured(self._store, event)
+
+    async def _prefetch(self, start: int) -> None:
+        """Everything the run of messages from `start` (up to the next command) will open, in a few statements."""
+        run = list(takewhile(lambda e: isinstance(e, MessageReceived), self._events[start:]))
+        self._prefetched = start + len(run)
+        messages = [e for e in run if isinstance(e, MessageReceived)]
+        openings = [Opening(e.agent_id, e.session_key, e.message.chat_type, e.message.channel) for e in messages]
+        adapter_ids = [(e.message.channel, e.message.message_id) for e in messages if e.message.message_id]
+        await self._store.prefetch(self._events[start].tenant_id, openings, adapter_ids)
+
+    async def complete(self) -> None:
+        if self._events:
+            await self._store.flush(self._events[0].tenant_id)

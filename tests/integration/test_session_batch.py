@@ -1,0 +1,181 @@
+"""The session service's set-based batch path against the plain store, on real Postgres as `cairn_app`.
+
+The same events (interleaved sessions, a re-sent message, `/new`, an idle reset, a cron session, a console
+thread, compaction, a fork, agent settings changing in between) go once through the handlers on
+`PostgresTranscripts`, one transaction per event, and once through `SessionProjection` as one batch in one
+transaction. Both must emit the same events and leave the same transcripts and sessions."""
+
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, TypeAlias
+
+import asyncpg
+import pytest
+
+from cairn.events import (
+    AgentConfig,
+    AgentConfigured,
+    CompactionImminent,
+    Event,
+    InboundMessage,
+    MessageReceived,
+    ResetBoundary,
+    ResetPolicy,
+    SessionCommand,
+    SessionCreated,
+    SessionForked,
+    TranscriptAppended,
+)
+from cairn.platform.consumer import Delivery
+from cairn.platform.postgres import tenant_transaction
+from cairn.session.handlers import SessionHandlers
+from cairn.session.projection import SessionProjection
+from cairn.session.settings import CompactionSettings, SessionSettings
+from cairn.session.store import PostgresTranscripts
+
+pytestmark = pytest.mark.integration
+
+Pool: TypeAlias = "asyncpg.Pool[asyncpg.Record]"
+SETTINGS = SessionSettings(compaction=CompactionSettings(context_window=2000))  # compaction at 200 tokens
+START = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
+K1, K2, CRON, HELPER = "agent:main:main", "agent:main:telegram:direct:7", "cron:nightly", "agent:helper:main"
+THREAD, FORK = "agent:main:dashboard:thread", "agent:main:dashboard:fork"
+
+
+def _say(tenant: str, key: str, text: str, minute: int, message_id: str | None, **fields: Any) -> MessageReceived:
+    agent = key.split(":")[1] if key.startswith("agent:") else "main"
+    message = InboundMessage(text=text, message_id=message_id, **fields)
+    at = START + timedelta(minutes=minute)
+    return MessageReceived(tenant_id=tenant, agent_id=agent, session_key=key, message=message, occurred_at=at)
+
+
+def _configured(tenant: str, version: int, policy: ResetPolicy, window: int | None) -> AgentConfigured:
+    config = AgentConfig(reset=policy, context_window=window)
+    return AgentConfigured(tenant_id=tenant, version=version, config=config)
+
+
+def scenario(tenant: str) -> list[Event]:
+    long = "a long message that keeps the agent busy " * 20  # about 200 tokens: crosses the threshold
+    return [
+        _configured(tenant, 1, ResetPolicy(mode="idle", idle_minutes=60), None),
+        _say(tenant, K1, "hello from main", 0, "a1"),
+        _say(tenant, K2, "hi on telegram 你好", 1, "b1", channel="telegram", peer_id="7"),
+        _say(tenant, K1, "second in main", 2, "a2"),
+        _say(tenant, K1, "hello from main (re-sent)", 3, "a1"),
+        _say(tenant, K1, "/new", 4, "a3"),
+        _say(tenant, K1, "after the reset", 5, "a4", role="assistant"),
+        _say(tenant, CRON, "nightly job ran", 6, "c1", channel="cron"),
+        _say(tenant, K2, "back after two hours", 121, "b2", channel="telegram", peer_id="7"),
+        _say(tenant, K2, "and once more", 122, "b3", channel="telegram", peer_id="7"),
+        SessionCommand(
+            tenant_id=tenant, command="create", session_key=THREAD, session_id=str(uuid.uuid4()), channel="dashboard"
+        ),
+        _say(tenant, THREAD, "in the console thread", 123, "d1", channel="dashboard"),
+        _say(tenant, K1, long, 124, "a5"),
+        _say(tenant, K1, long, 125, "a6"),
+        _say(tenant, HELPER, "the helper agent", 126, None),
+        SessionCommand(
+            tenant_id=tenant,
+            command="fork",
+            session_key=FORK,
+            session_id=str(uuid.uuid4()),
+            parent_session_key=K1,
+            channel="dashboard",
+        ),
+        _say(tenant, K1, "after the fork", 127, "a7"),
+        _configured(tenant, 2, ResetPolicy(mode="none"), 1000),
+        _say(tenant, K1, "after the new settings", 300, "a8"),
+        _say(tenant, K1, "no adapter id", 301, None),
+    ]
+
+
+async def run_plain(pool: Pool, events: Sequence[Event]) -> list[list[Event]]:
+    """One transaction per event on the plain store, as the projection applies a lone event."""
+    handlers, emitted = SessionHandlers(SETTINGS), []
+    for seq, event in enumerate(events, start=1):
+        async with tenant_transaction(pool, event.tenant_id) as conn:
+            store = PostgresTranscripts(conn)
+            if isinstance(event, MessageReceived):
+                emitted.append(await handlers.on_message(store, event, seq))
+            elif isinstance(event, SessionCommand):
+                emitted.append(await handlers.on_command(store, event, seq))
+            else:
+                assert isinstance(event, AgentConfigured)
+                emitted.append(await handlers.on_configured(store, event))
+    return emitted
+
+
+async def run_batched(pool: Pool, events: Sequence[Event], first_seq: int = 1) -> list[list[Event]]:
+    """Events as one tenant's group of one fetched batch: one unit, one transaction."""
+    emitted = []
+    async with tenant_transaction(pool, events[0].tenant_id) as conn:
+        unit = SessionProjection(SETTINGS).begin(conn, events)
+        for seq, event in enumerate(events, start=first_seq):
+            emitted.append(list(await unit.handle(event, Delivery(seq, 1, "cairn.test"))))
+        await unit.complete()
+    return emitted
+
+
+def _shape(event: Event) -> tuple[Any, ...]:
+    """What an emitted event says, without the ids that differ between two runs."""
+    if isinstance(event, TranscriptAppended):
+        return ("appended", event.session_key, event.position, event.reset_index, event.role, event.text,
+                event.external_id, event.token_estimate, event.ingest_seq, event.occurred_at)  # fmt: skip
+    if isinstance(event, ResetBoundary):
+        tail = tuple(line.text for line in event.closed_window_tail)
+        return ("reset", event.session_key, event.position, event.reason, event.reset_index, tail, event.ingest_seq)
+    if isinstance(event, CompactionImminent):
+        return ("compaction", event.session_key, event.cycle, event.estimated_tokens, event.threshold_tokens)
+    if isinstance(event, SessionForked):
+        return ("forked", event.session_key, event.from_position, event.ingest_seq)
+    assert isinstance(event, SessionCreated)
+    return ("created", event.session_key, event.chat_type, event.channel, event.ingest_seq)
+
+
+async def stored(pool: Pool, tenant: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """Every entry (by key, and by which of the key's sessions holds it) and every session row."""
+    async with tenant_transaction(pool, tenant) as conn:
+        entries = await conn.fetch(
+            """SELECT k.session_key, e.session_id, e.position, e.kind, e.role, e.text, e.external_id, e.reset_index,
+                      e.token_estimate, e.occurred_at, e.ingest_seq, e.channel
+               FROM session.entries e JOIN session.key_sessions k USING (tenant_id, session_id)
+               ORDER BY k.session_key, e.ingest_seq, e.position"""
+        )
+        sessions = await conn.fetch(
+            """SELECT session_key, agent_id, chat_type, channel, status, last_position, reset_index, window_tokens,
+                      window_bytes, compaction_cycle, compaction_flagged, message_count, last_activity_at,
+                      parent_session_id IS NOT NULL AS has_parent
+               FROM session.sessions ORDER BY session_key"""
+        )
+    order: dict[str, int] = {}  # a key's sessions numbered in the order they were written to
+    for row in entries:
+        order.setdefault(str(row["session_id"]), sum(1 for s in order if s.startswith(row["session_key"])))
+    named = [(r["session_key"], order[str(r["session_id"])], *tuple(r)[2:]) for r in entries]
+    return named, [tuple(r) for r in sessions]
+
+
+async def test_a_batch_leaves_what_one_event_at_a_time_leaves(app_pool: Pool) -> None:
+    plain_tenant, batch_tenant = str(uuid.uuid4()), str(uuid.uuid4())
+    plain = await run_plain(app_pool, scenario(plain_tenant))
+    batched = await run_batched(app_pool, scenario(batch_tenant))
+
+    assert [[_shape(e) for e in out] for out in batched] == [[_shape(e) for e in out] for out in plain]
+    kinds = {type(e).__name__ for out in plain for e in out}
+    assert kinds == {"TranscriptAppended", "ResetBoundary", "SessionCreated", "CompactionImminent", "SessionForked"}
+    assert plain[4] == [], "the re-sent message is stored once"
+    assert [e.reason for e in plain[8] if isinstance(e, ResetBoundary)] == ["idle"]
+    assert await stored(app_pool, batch_tenant) == await stored(app_pool, plain_tenant)
+
+
+async def test_batches_continue_what_earlier_batches_wrote(app_pool: Pool) -> None:
+    plain_tenant, batch_tenant = str(uuid.uuid4()), str(uuid.uuid4())
+    plain = await run_plain(app_pool, [*scenario(plain_tenant), _say(plain_tenant, K1, "re-sent", 302, "a1")])
+    events = [*scenario(batch_tenant), _say(batch_tenant, K1, "re-sent", 302, "a1")]
+    batched = []
+    for start, end in ((0, 3), (3, 9), (9, 16), (16, len(events))):
+        batched += await run_batched(app_pool, events[start:end], first_seq=start + 1)
+
+    assert batched[-1] == [], "an adapter id stored by an earlier batch is still a re-send"
+    assert [[_shape(e) for e in out] for out in batched] == [[_shape(e) for e in out] for out in plain]
+    assert await stored(app_pool, batch_tenant) == await stored(app_pool, plain_tenant)
