@@ -8,7 +8,7 @@ UV := $(shell command -v uv 2>/dev/null || echo .cairn/tools/bin/uv)
 export UV_LINK_MODE := copy
 export OMP_NUM_THREADS := 1
 
-.PHONY: help install up down run status bench test test-unit test-integration test-e2e lint fmt typecheck clean
+.PHONY: help install up down run status bench bench-retrieval test test-unit test-integration test-e2e lint fmt typecheck clean
 
 help: ## list the verbs
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -53,6 +53,13 @@ bench: install ## benchmarks against the running stack (`make up` first): ingest
 	$(UV) run --frozen cairn bench ingest --messages $(or $(MESSAGES),5000)
 	$(UV) run --frozen cairn bench import --data ../shared/datasets/locomo
 	$(UV) run --frozen cairn bench history --messages $(or $(HISTORY_MESSAGES),10000)
+
+bench-retrieval: install ## retrieval quality on the shared datasets (`make up` first): runs in bench-results/, scored by evaluate.py
+	@mkdir -p bench-results
+	@for d in locomo memorybank-cn memorybank-en; do \
+	  $(UV) run --frozen cairn bench retrieval --data ../shared/datasets/$$d --out bench-results/run-$$d-$(or $(MODE),sessions).jsonl --mode $(or $(MODE),sessions) || exit 1; \
+	  for level in turn session; do python3 ../shared/eval/evaluate.py ../shared/datasets/$$d bench-results/run-$$d-$(or $(MODE),sessions).jsonl --level $$level; done; \
+	done
 
 lint: install ## ruff (lint + format check) and strict mypy
 	$(UV) run --frozen ruff check .

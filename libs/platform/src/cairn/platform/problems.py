@@ -55,8 +55,9 @@ def problem_response(
 
 
 def _field(loc: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
-    return ".".join(parts) or "body"
+    """The field's path without its location: ("body", "query") is the body's field `query`."""
+    inside = loc[1:] if loc and loc[0] in ("body", "query", "path", "header") else loc
+    return ".".join(str(p) for p in inside) or "body"
 
 
 def validation_errors(exc: RequestValidationError) -> list[dict[str, str]]:

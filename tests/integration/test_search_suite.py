@@ -1,0 +1,143 @@
+"""The search suite against real Postgres: the indexer's own row function writes the corpus, the recall
+service's own SQL ranks it. Every case must find its message and must not find the near miss; the
+ranking rules (every term first, exact form over stem, recency as tie-breaker, stable pages) follow."""
+
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import TypeAlias
+
+import asyncpg
+import pytest
+
+from cairn.events import TranscriptAppended
+from cairn.indexer import store
+from cairn.platform.postgres import tenant_transaction
+from cairn.recall.queries import MessageHit, Page, ReadStore, Scope
+from cairn.text import build_query
+from tests.search_cases import CASES, CORPUS, Case
+
+pytestmark = pytest.mark.integration
+
+Pool: TypeAlias = "asyncpg.Pool[asyncpg.Record]"
+START = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
+
+
+def _message(tenant: str, key: str, text: str, sender: str | None, at: datetime, position: int) -> TranscriptAppended:
+    return TranscriptAppended(
+        tenant_id=tenant, agent_id="main", occurred_at=at, session_key="agent:main:main",
+        session_id=str(uuid.UUID(int=1)), position=position, reset_index=0, message_id=str(uuid.uuid4()),
+        external_id=key, role="user", text=text, sender_name=sender, channel="test", chat_type="direct",
+        token_estimate=len(text) // 4,
+    )  # fmt: skip
+
+
+async def _index(pool: Pool, tenant: str, messages: dict[str, tuple[str, str | None]]) -> None:
+    """Writes through the indexer's row definition, one minute apart in the order given."""
+    async with tenant_transaction(pool, tenant) as conn:
+        for position, (key, (text, sender)) in enumerate(messages.items(), 1):
+            event = _message(tenant, key, text, sender, START + timedelta(minutes=position), position)
+            await store.insert_message(conn, store.message_row(event))
+
+
+async def _search(pool: Pool, tenant: str, query: str, limit: int = 25, offset: int = 0) -> list[MessageHit]:
+    built = build_query(query)
+    assert built is not None, f"nothing searchable in {query!r}"
+    return await ReadStore(pool).search_messages(tenant, Scope(None, None), built, Page(limit, offset, 2000))
+
+
+async def _keys(pool: Pool, tenant: str, query: str) -> list[str | None]:
+    return [hit.external_id for hit in await _search(pool, tenant, query)]
+
+
+@pytest.fixture(scope="module")
+async def corpus(app_pool: Pool) -> AsyncIterator[str]:
+    tenant = str(uuid.uuid4())
+    await _index(app_pool, tenant, CORPUS)
+    return tenant
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+async def test_search_case(app_pool: Pool, corpus: str, case: Case) -> None:
+    keys = await _keys(app_pool, corpus, case.query)
+    assert case.found in keys, f"{case.query!r} did not find {case.found}: {keys}"
+    assert case.not_found not in keys, f"{case.query!r} found {case.not_found}: {keys}"
+
+
+async def test_the_suite_covers_every_language(corpus: str) -> None:
+    prefixes = {case.id.split("-")[0] for case in CASES}
+    assert len(CASES) >= 60
+    assert {"en", "zh", "ja", "ko", "id", "mixed"} <= prefixes
+
+
+async def _ranked(pool: Pool, query: str, messages: dict[str, str]) -> list[str | None]:
+    tenant = str(uuid.uuid4())
+    await _index(pool, tenant, {key: (text, None) for key, text in messages.items()})
+    return await _keys(pool, tenant, query)
+
+
+@pytest.mark.parametrize(
+    ("query", "messages", "order"),
+    [
+        (
+            "launch slides Shanghai",
+            {
+                "every": "I will bring the slides for the Shanghai launch",
+                "one": "Shanghai Shanghai Shanghai, the weather in Shanghai is mild",
+                "two": "the launch slides are not ready",
+                "none": "lunch at noon",
+            },
+            ["every", "two", "one"],
+        ),
+        (
+            "上海 发布会",
+            {"some": "我下周去上海，上海很好", "every": "下周二我去上海参加产品发布会", "none": "我在北京工作"},
+            ["every", "some"],
+        ),
+        (
+            "running",
+            {"stem": "she runs every day", "exact": "he was running every day"},
+            ["exact", "stem"],
+        ),
+        (
+            "ERR_CONN_RESET",
+            {"parts": "the conn was reset by an err", "whole": "got ERR_CONN_RESET again"},
+            ["whole"],
+        ),
+    ],
+    ids=["every-term-first-en", "every-term-first-zh", "exact-form-over-stem", "identifier-not-its-loose-parts"],
+)
+async def test_ranking(app_pool: Pool, query: str, messages: dict[str, str], order: list[str]) -> None:
+    assert await _ranked(app_pool, query, messages) == order
+
+
+async def test_a_rare_term_outweighs_a_common_one(app_pool: Pool) -> None:
+    """Inverse document frequency: among messages that each have one term, the rarer term wins."""
+    messages = {f"common-{index}": f"meeting notes number {index}" for index in range(12)}
+    messages["rare"] = "the zeppelin tour was fun"
+    assert (await _ranked(app_pool, "meeting zeppelin", messages))[0] == "rare"
+
+
+async def test_recency_breaks_ties(app_pool: Pool) -> None:
+    ranked = await _ranked(app_pool, "dentist", {"older": "dentist at noon", "newer": "dentist at noon"})
+    assert ranked == ["newer", "older"]
+
+
+async def test_pages_are_stable_and_never_overlap(app_pool: Pool) -> None:
+    tenant = str(uuid.uuid4())
+    await _index(app_pool, tenant, {f"m{index}": ("same words here", None) for index in range(30)})
+    whole = [hit.message_id for hit in await _search(app_pool, tenant, "words", limit=25)]
+    again = [hit.message_id for hit in await _search(app_pool, tenant, "words", limit=25)]
+    first = [hit.message_id for hit in await _search(app_pool, tenant, "words", limit=10)]
+    second = [hit.message_id for hit in await _search(app_pool, tenant, "words", limit=10, offset=10)]
+    assert whole == again
+    assert first + second == whole[:20]
+    assert len(set(first + second)) == 20
+
+
+async def test_scores_fall_in_rank_order(app_pool: Pool, corpus: str) -> None:
+    hits = await _search(app_pool, corpus, "the Shanghai launch slides 上海 running")
+    scores = [hit.score for hit in hits]
+    assert len(hits) > 3
+    assert scores == sorted(scores, reverse=True)
+    assert all(0 < score < 2 for score in scores)
