@@ -3,7 +3,6 @@ service's own SQL ranks it. Every case must find its message and must not find t
 ranking rules (every term first, exact form over stem, recency as tie-breaker, stable pages) follow."""
 
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import TypeAlias
 
@@ -51,7 +50,7 @@ async def _keys(pool: Pool, tenant: str, query: str) -> list[str | None]:
 
 
 @pytest.fixture(scope="module")
-async def corpus(app_pool: Pool) -> AsyncIterator[str]:
+async def corpus(app_pool: Pool) -> str:
     tenant = str(uuid.uuid4())
     await _index(app_pool, tenant, CORPUS)
     return tenant
