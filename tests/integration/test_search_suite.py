@@ -36,7 +36,7 @@ async def _index(pool: Pool, tenant: str, messages: dict[str, tuple[str, str | N
     async with tenant_transaction(pool, tenant) as conn:
         for position, (key, (text, sender)) in enumerate(messages.items(), 1):
             event = _message(tenant, key, text, sender, START + timedelta(minutes=position), position)
-            await store.insert_message(conn, store.message_row(event))
+            await store.insert_messages(conn, [store.message_row(event)])
 
 
 async def _search(pool: Pool, tenant: str, query: str, limit: int = 25, offset: int = 0) -> list[MessageHit]:
