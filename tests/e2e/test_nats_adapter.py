@@ -71,3 +71,53 @@ def test_invalid_inbound_messages_are_dead_lettered_with_the_reason(services: Lo
     assert len(reasons) == 1
     assert "no such tenant" in reasons[0]
     assert tenant.search(marker)["results"] == []
+
+
+async def _dead_letters_from(stack: LocalStack, seqs: set[str]) -> list[tuple[str, bytes]]:
+    """(reason, body) of the ingest dead letters of the given inbox sequences."""
+    nc = await nats.connect(stack.nats_url)
+    try:
+        letters = await stream_messages(nc.jetstream(), DEAD_LETTER_STREAM, "cairn-dead-letter.ingest")
+    finally:
+        await nc.close()
+    return [
+        ((m.headers or {}).get("Cairn-Error", ""), m.data or b"")
+        for m in letters
+        if (m.headers or {}).get("Cairn-Stream-Seq") in seqs
+    ]
+
+
+@pytest.mark.e2e
+def test_incognito_messages_on_nats_are_kept_in_memory_and_never_dead_lettered_with_their_text(
+    services: LocalStack, tenant: Tenant
+) -> None:
+    key = tenant.ingest.post("/v1/sessions", json={"incognito": True}).json()["session_key"]
+    body = {"channel": "slack", "text": "incognito over nats", "message_id": "n-1", "session_key": key}
+    asyncio.run(_publish(services, inbound_subject(tenant.tenant_id), json.dumps(body).encode()))
+    deadline = time.monotonic() + 20
+    messages: list[dict[str, object]] = []
+    while not messages and time.monotonic() < deadline:
+        messages = tenant.recall.get(f"/v1/sessions/{key}/history").json()["messages"]
+        time.sleep(0.05)
+    assert [(m["text"], m["position"]) for m in messages] == [("incognito over nats", 1)]
+
+    async def publish_to_a_gone_thread() -> str:
+        nc = await nats.connect(services.nats_url)
+        try:
+            gone = {"text": "secret for nobody", "session_key": f"agent:main:dashboard:incognito-{uuid.uuid4()}"}
+            ack = await nc.jetstream().publish(inbound_subject(tenant.tenant_id), json.dumps(gone).encode())
+            return str(ack.seq)
+        finally:
+            await nc.close()
+
+    seq = asyncio.run(publish_to_a_gone_thread())
+    deadline = time.monotonic() + 20
+    letters = asyncio.run(_dead_letters_from(services, {seq}))
+    while not letters and time.monotonic() < deadline:
+        time.sleep(0.1)
+        letters = asyncio.run(_dead_letters_from(services, {seq}))
+    assert len(letters) == 1
+    reason, data = letters[0]
+    assert "incognito" in reason
+    assert data == b""
+    assert "secret" not in reason

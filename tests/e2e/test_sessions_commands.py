@@ -137,8 +137,8 @@ def test_a_console_thread_is_created_and_a_message_lands_in_it(tenant: Tenant) -
 
 
 def test_thread_requests_that_cannot_be_served_are_refused(tenant: Tenant) -> None:
-    incognito = _problem(tenant.ingest.post("/v1/sessions", json={"incognito": True}), 422)
-    assert incognito["errors"] == [{"field": "incognito", "message": "incognito threads are not supported yet"}]
+    incognito_fork = _problem(tenant.ingest.post("/v1/sessions", json={"incognito": True, "fork": True}), 422)
+    assert [e["field"] for e in incognito_fork["errors"]] == ["fork"]
     orphan_fork = _problem(tenant.ingest.post("/v1/sessions", json={"fork": True}), 422)
     assert [e["field"] for e in orphan_fork["errors"]] == ["parent_session_key"]
     _problem(tenant.ingest.post("/v1/sessions", json={"parent_session_key": "agent:main:nowhere"}), 404)

@@ -22,7 +22,6 @@ from cairn.recall.history import (
     decode_cursor,
     encode_cursor,
     fit_to_budget,
-    is_incognito,
     omitted_marker,
     roles_shown,
     to_message,
@@ -68,11 +67,6 @@ def test_the_latest_window_is_read_unless_a_message_anchors_an_earlier_one() -> 
 def test_tool_and_system_entries_are_shown_only_on_request() -> None:
     assert roles_shown(include_tools=False) == ("user", "assistant")
     assert set(roles_shown(include_tools=True)) == {"user", "assistant", "tool", "system"}
-
-
-def test_incognito_keys_are_recognised_anywhere_in_the_key() -> None:
-    assert is_incognito("agent:main:dashboard:incognito-1f2e")
-    assert not is_incognito("agent:main:telegram:direct:123")
 
 
 # --- text capping and redaction ------------------------------------------------------------------

@@ -18,6 +18,7 @@ from cairn.events import (
     TranscriptAppended,
 )
 from cairn.events.models import TranscriptLine
+from cairn.events.routing import incognito_thread_key
 from cairn.session.domain import reset_policy_for
 from cairn.session.handlers import SessionHandlers
 from cairn.session.settings import CompactionSettings, SessionSettings
@@ -314,6 +315,18 @@ async def test_incognito_and_id_less_commands_write_nothing() -> None:
     assert await handlers.on_command(store, _command("create", THREAD, incognito=True), 1) == []
     legacy = SessionCommand(tenant_id=TENANT, command="create", session_key=THREAD)
     assert await handlers.on_command(store, legacy, 2) == []
+    assert store.sessions == {}
+
+
+async def test_nothing_addressed_to_an_incognito_key_is_ever_stored() -> None:
+    """Ingest never publishes incognito traffic; should some arrive anyway, it is still not written."""
+    store, handlers = InMemoryTranscripts(), _handlers(context_window=2000)
+    key = incognito_thread_key("main")
+    for i in range(12):  # enough to cross the compaction threshold of a persisted session
+        assert await handlers.on_message(store, _received("x" * 100, f"inc{i}", key=key), i) == []
+    assert await handlers.on_message(store, _received("/new", "inc-new", key=key), 12) == []
+    reset = SessionCommand(tenant_id=TENANT, command="reset", session_key=key)
+    assert await handlers.on_command(store, reset, 13) == []
     assert store.sessions == {}
 
 

@@ -141,6 +141,12 @@ class LocalStack:
             os.kill(pid, 9)
             stop_pid(pid, timeout=5)
 
+    def restart_redis(self) -> None:
+        """Stop Redis and start it again on its port: it runs without persistence, so it comes back empty."""
+        stop_pid(self.state.pids.pop("redis", None))
+        self.state.pids["redis"] = start_redis(self.home, self.state.ports["redis"])
+        self.state.save(self.state_file)
+
     def down(self) -> None:
         services = [name for name in self.state.pids if name.split("#")[0] in SERVICES]
         stop_all([self.state.pids.pop(name, None) for name in services])

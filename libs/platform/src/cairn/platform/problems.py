@@ -5,6 +5,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from redis.exceptions import RedisError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 PROBLEM_JSON = "application/problem+json"
@@ -91,6 +92,13 @@ def install_problem_handlers(app: FastAPI) -> None:
         assert isinstance(exc, StarletteHTTPException)
         return problem_response(exc.status_code, str(exc.detail), headers=dict(exc.headers or {}))
 
+    async def on_redis(request: Request, exc: Exception) -> JSONResponse:
+        """Redis holds only losable state; while it is away (a restart) a request that needs it can retry."""
+        return problem_response(
+            503, "Shared state (Redis) is unavailable: try again shortly.", None, {"Retry-After": "1"}
+        )
+
     app.add_exception_handler(Problem, on_problem)
+    app.add_exception_handler(RedisError, on_redis)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)

@@ -69,8 +69,9 @@ class PullConsumer:
     async def process_batch(self, messages: Sequence[Msg]) -> None:
         raise NotImplementedError
 
-    async def dead_letter(self, raw: Msg, reason: str) -> None:
-        """Park the message, with why, in the dead-letter stream; it is never redelivered."""
+    async def dead_letter(self, raw: Msg, reason: str, keep_data: bool = True) -> None:
+        """Park the message, with why, in the dead-letter stream; it is never redelivered. Without
+        `keep_data` only the reason and where it came from are parked (for what must never be stored)."""
         delivery = Delivery.of(raw)
         log.error("dead-lettering %s seq %d in %s: %s", delivery.subject, delivery.stream_seq, self.consumer, reason)
         headers = {
@@ -81,7 +82,8 @@ class PullConsumer:
             "Cairn-Deliveries": str(delivery.num_delivered),
             "Nats-Msg-Id": f"{self.consumer}:{self.stream}:{delivery.stream_seq}",
         }
-        await self._js.publish(dead_letter_subject(self.consumer), raw.data, stream=DEAD_LETTER_STREAM, headers=headers)
+        data = raw.data if keep_data else b""
+        await self._js.publish(dead_letter_subject(self.consumer), data, stream=DEAD_LETTER_STREAM, headers=headers)
         await raw.term()
 
     async def run(self) -> None:

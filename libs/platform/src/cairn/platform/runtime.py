@@ -15,6 +15,10 @@ from fastapi.responses import JSONResponse
 from faststream.nats import NatsBroker
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from cairn.platform.auth import ApiKeys
 from cairn.platform.postgres import create_pool, ping
@@ -43,6 +47,13 @@ class Runtime:
 
 # Builds a service's stores into `runtime.extras` and returns the consumers it runs.
 Wiring = Callable[[Runtime], Sequence[Consumer]]
+
+
+def redis_client(url: str) -> "Redis":
+    """A client that reconnects and retries a command whose connection dropped (a Redis restart), instead
+    of failing the first request after it; `from_url` alone sets no retry."""
+    retry = Retry(ExponentialBackoff(cap=0.5, base=0.05), 3)
+    return Redis.from_url(url, retry=retry, retry_on_error=[RedisConnectionError, RedisTimeoutError])
 
 
 def runtime_of(request: Request) -> Runtime:
@@ -121,7 +132,7 @@ def create_service_app(
             logger=None,  # it only holds the connection here: our pull consumers log their own errors
             max_reconnect_attempts=-1,
         )
-        redis = Redis.from_url(settings.redis.url)
+        redis = redis_client(settings.redis.url)
         await broker.connect()
         runtime = Runtime(name, settings, pool, broker, EventPublisher(broker.connection.jetstream()), redis, {})
         runtime.extras["api_keys"] = ApiKeys(pool)

@@ -10,7 +10,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from cairn.events import INGEST_STREAM, InboundMessage, MessageReceived
-from cairn.events.routing import RoutingError
+from cairn.events.routing import RoutingError, is_incognito
+from cairn.ingest import incognito
 from cairn.ingest.domain import dedup_ids, new_api_key, received, refusal, text_too_large
 from cairn.ingest.settings import IngestSettings
 from cairn.ingest.store import AgentConfigs, TenantStore
@@ -37,7 +38,10 @@ def require_admin(request: Request) -> None:
 class Accepted(BaseModel):
     event_id: str
     session_key: str
-    position: str
+    position: str = Field(
+        description="the write's stream position, for consistent_with; for an incognito thread, the message's "
+        "position in the thread (incognito threads are never indexed)"
+    )
 
 
 class NewTenant(BaseModel):
@@ -83,13 +87,27 @@ async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
     return validation_problem(exc)
 
 
-async def _event_for(request: Request, tenant: str, message: InboundMessage) -> MessageReceived:
+def _refuse(request: Request, message: InboundMessage) -> None:
     refused = refusal(message, ingest_settings(request).max_text_bytes)
     if refused is not None:
         detail = "The message text is too large" if refused.status == 413 else "The request is invalid"
         raise Problem(
             refused.status, f"{detail}: {refused.message}.", [{"field": refused.field, "message": refused.message}]
         )
+
+
+def _incognito_key(message: InboundMessage) -> str | None:
+    """Only an explicit key can be incognito: derived keys never look like one (see routing)."""
+    return message.session_key if message.session_key and is_incognito(message.session_key) else None
+
+
+async def _keep_incognito(request: Request, tenant: str, message: InboundMessage, key: str) -> Accepted:
+    """In memory only: never published, so never persisted, indexed or compacted."""
+    stored = await incognito.append(runtime_of(request).extras["incognito"], tenant, key, message)
+    return Accepted(event_id=stored.message_id, session_key=key, position=str(stored.position))
+
+
+async def _event_for(request: Request, tenant: str, message: InboundMessage) -> MessageReceived:
     configs: AgentConfigs = runtime_of(request).extras["agent_configs"]
     try:
         return received(tenant, message, await configs.routing(tenant, message.agent_id))
@@ -119,7 +137,11 @@ def _item_error(error: ValidationError, max_bytes: int) -> dict[str, Any]:
 
 @router.post("/v1/messages", status_code=202, response_model=Accepted, tags=["messages"])
 async def post_message(message: InboundMessage, tenant: Tenant, request: Request) -> Accepted:
-    """Store one message said on a channel; answers once JetStream has it durably."""
+    """Store one message said on a channel; answers once JetStream has it durably (or, for an incognito
+    thread, once it is held in memory)."""
+    _refuse(request, message)
+    if (key := _incognito_key(message)) is not None:
+        return await _keep_incognito(request, tenant, message, key)
     publisher = runtime_of(request).publisher
     return (await _publish_messages(publisher, [await _event_for(request, tenant, message)]))[0]
 
@@ -131,7 +153,12 @@ async def post_batch(batch: Batch, tenant: Tenant, request: Request) -> BatchRes
     events: list[tuple[int, MessageReceived]] = []
     for index, raw in enumerate(batch.messages):
         try:
-            events.append((index, await _event_for(request, tenant, _inbound.validate_python(raw))))
+            message = _inbound.validate_python(raw)
+            _refuse(request, message)
+            if (key := _incognito_key(message)) is not None:
+                results[index] = (await _keep_incognito(request, tenant, message, key)).model_dump()
+            else:
+                events.append((index, await _event_for(request, tenant, message)))
         except ValidationError as error:
             results[index] = _item_error(error, ingest_settings(request).max_text_bytes)
         except Problem as problem:
@@ -139,7 +166,7 @@ async def post_batch(batch: Batch, tenant: Tenant, request: Request) -> BatchRes
     accepted = await _publish_messages(runtime_of(request).publisher, [e for _, e in events])
     for (index, _), item in zip(events, accepted, strict=True):
         results[index] = item.model_dump()
-    return BatchResult(accepted=len(accepted), results=results)
+    return BatchResult(accepted=sum("error" not in r for r in results), results=results)
 
 
 @router.post(

@@ -9,6 +9,7 @@ from cairn.ingest.outcomes import WriteOutcomes
 from cairn.ingest.sessions import SessionDirectory
 from cairn.ingest.settings import IngestSettings
 from cairn.ingest.store import AgentConfigs, TenantStore
+from cairn.platform.incognito import IncognitoThreads
 from cairn.platform.pull import PullConsumer
 from cairn.platform.runtime import Runtime, create_service_app, serve
 
@@ -19,10 +20,11 @@ def create_app(settings: IngestSettings) -> FastAPI:
         runtime.extras["tenants"] = TenantStore(runtime.pool)
         runtime.extras["agent_configs"] = configs
         runtime.extras["write_outcomes"] = WriteOutcomes(runtime.pool)
+        runtime.extras["incognito"] = IncognitoThreads(runtime.redis, settings.incognito)
         runtime.extras["sessions"] = SessionDirectory(
             runtime.pool, runtime.publisher.js, settings.session_lookup_wait_s
         )
-        return [Inbox(runtime.pool, runtime.publisher, settings, configs)]
+        return [Inbox(runtime.pool, runtime.publisher, settings, configs, runtime.extras["incognito"])]
 
     app = create_service_app(
         "ingest",

@@ -1,6 +1,10 @@
 """Adapters that speak NATS publish raw messages to `cairn.in.<tenant>.message`; ingest validates
 them exactly as it validates `POST /v1/messages` and publishes `message.received`. A message that
-cannot be accepted goes to the dead-letter stream with the reason, never silently away."""
+cannot be accepted goes to the dead-letter stream with the reason, never silently away.
+
+A message for an incognito thread goes to the in-memory thread store, and the inbox (a work queue)
+forgets it once acked; one that cannot be kept is dead-lettered without its body, which must never be
+stored. Adapters that must not have incognito text touch JetStream at all post it over HTTP instead."""
 
 import uuid
 from collections.abc import Sequence
@@ -10,11 +14,14 @@ from nats.aio.msg import Msg
 from pydantic import ValidationError
 
 from cairn.events import INBOX_STREAM, InboundMessage
-from cairn.events.routing import RoutingError
+from cairn.events.routing import INCOGNITO_PREFIX, RoutingError, is_incognito
+from cairn.ingest import incognito
 from cairn.ingest.domain import dedup_ids, received, refusal
 from cairn.ingest.settings import IngestSettings
 from cairn.ingest.store import AgentConfigs
+from cairn.platform.incognito import IncognitoThreads
 from cairn.platform.postgres import tenant_transaction
+from cairn.platform.problems import Problem
 from cairn.platform.publisher import EventPublisher
 from cairn.platform.pull import PullConsumer
 
@@ -37,16 +44,22 @@ class Inbox(PullConsumer):
         publisher: EventPublisher,
         settings: IngestSettings,
         configs: AgentConfigs,
+        threads: IncognitoThreads,
     ) -> None:
         super().__init__("ingest", INBOX_STREAM, publisher.js, settings.nats)
-        self._pool, self._publisher, self._configs = pool, publisher, configs
+        self._pool, self._publisher, self._configs, self._incognito = pool, publisher, configs, threads
         self._max_text_bytes = settings.max_text_bytes
         self._known: set[str] = set()
 
     async def process_batch(self, messages: Sequence[Msg]) -> None:
         for raw in messages:
             problem = await self._accept(raw)
-            if problem is not None:
+            if problem is None:
+                continue
+            if INCOGNITO_PREFIX.encode() in raw.data:
+                # what may belong to an incognito thread is never stored: no body, no quoted input
+                await self.dead_letter(raw, problem.splitlines()[0], keep_data=False)
+            else:
                 await self.dead_letter(raw, problem)
 
     async def _accept(self, raw: Msg) -> str | None:
@@ -59,12 +72,22 @@ class Inbox(PullConsumer):
             refused = refusal(message, self._max_text_bytes)
             if refused is not None:
                 return f"refused message ({refused.status}): {refused.field}: {refused.message}"
+            if message.session_key and is_incognito(message.session_key):
+                return await self._keep_incognito(raw, tenant, message, message.session_key)
             event = received(tenant, message, await self._configs.routing(tenant, message.agent_id))
         except ValidationError as error:
             return f"invalid message: {error}"
         except RoutingError as error:
             return f"invalid message: {error.field}: {error}"
         await self._publisher.publish_many([event], dedup_ids([event]))
+        await raw.ack()
+        return None
+
+    async def _keep_incognito(self, raw: Msg, tenant: str, message: InboundMessage, key: str) -> str | None:
+        try:
+            await incognito.append(self._incognito, tenant, key, message)
+        except Problem as problem:
+            return f"incognito message not kept ({problem.status}): {problem.detail}"
         await raw.ack()
         return None
 

@@ -3,6 +3,7 @@
 from pydantic import Field, SecretStr
 
 from cairn.events.models import MAX_TEXT_CHARS
+from cairn.platform.incognito import IncognitoSettings
 from cairn.platform.settings import HttpSettings, ServiceSettings, http_defaults
 
 
@@ -20,6 +21,7 @@ class IngestSettings(ServiceSettings):
     memory_write_wait_s: float = Field(
         default=5.0, ge=0, le=60, description="how long a memory write waits to be applied before answering 202"
     )
+    incognito: IncognitoSettings = Field(default_factory=IncognitoSettings)
     session_lookup_wait_s: float = Field(
         default=5.0, ge=0, description="how long a fork waits for the session service to catch up before a 404"
     )

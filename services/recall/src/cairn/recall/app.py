@@ -3,6 +3,7 @@
 from fastapi import FastAPI
 
 from cairn.platform.consumer import Projection
+from cairn.platform.incognito import IncognitoThreads
 from cairn.platform.runtime import Runtime, create_service_app, serve
 from cairn.recall.api import router
 from cairn.recall.files_api import router as files_router
@@ -18,6 +19,7 @@ def create_app(settings: RecallSettings) -> FastAPI:
         runtime.extras["reads"] = ReadStore(runtime.pool)
         runtime.extras["history"] = HistoryStore(runtime.pool)
         runtime.extras["documents"] = DocumentStore(runtime.pool)
+        runtime.extras["incognito"] = IncognitoThreads(runtime.redis, settings.incognito)
         return []
 
     return create_service_app(

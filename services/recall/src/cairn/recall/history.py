@@ -229,8 +229,3 @@ def decode_cursor(token: str) -> Cursor:
     if when.tzinfo is None or not isinstance(session_key, str):
         raise BadCursor("not a cursor from a previous page")
     return Cursor(when, session_key)
-
-
-def is_incognito(session_key: str) -> bool:
-    """Incognito sessions live in memory only; should one reach the store, reads still never show it."""
-    return "incognito-" in session_key

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import asyncpg
 
@@ -87,6 +87,22 @@ def _as_uuid(value: str) -> uuid.UUID | None:
         return uuid.UUID(value)
     except ValueError:
         return None
+
+
+class Reads(Protocol):
+    """What a history page needs to know of a session: `HistoryReads` (Postgres) or `IncognitoReads`."""
+
+    async def session(self, agent: str, key: str) -> SessionHead | None: ...
+
+    async def earlier_session(self, agent: str, key: str, session_id: uuid.UUID) -> SessionHead | None: ...
+
+    async def anchor_window(self, session_id: str, message_id: str) -> int | None: ...
+
+    async def has_earlier_windows(self, session_id: str, window: int, roles: Sequence[str]) -> bool: ...
+
+    async def newest_messages(
+        self, session_id: str, window: int, roles: Sequence[str], limit: int, offset: int
+    ) -> list[StoredMessage]: ...
 
 
 class HistoryReads:

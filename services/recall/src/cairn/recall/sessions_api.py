@@ -1,13 +1,17 @@
 """Session history and listing (API.md, query side): routes only; the rules live in `history`."""
 
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import AwareDatetime, BaseModel
 
+from cairn.events.routing import is_incognito
 from cairn.platform.auth import Tenant
+from cairn.platform.incognito import IncognitoThreads
 from cairn.platform.problems import Problem
 from cairn.platform.runtime import runtime_of, settings_of
 from cairn.recall.history import (
@@ -20,10 +24,10 @@ from cairn.recall.history import (
     choose_window,
     decode_cursor,
     encode_cursor,
-    is_incognito,
     roles_shown,
 )
-from cairn.recall.history_queries import HistoryReads, HistoryStore, SessionFilter, SessionHead
+from cairn.recall.history_queries import HistoryStore, Reads, SessionFilter, SessionHead
+from cairn.recall.incognito_reads import IncognitoReads
 from cairn.recall.settings import RecallSettings
 
 router = APIRouter(tags=["sessions"])
@@ -64,9 +68,20 @@ def _settings(request: Request) -> RecallSettings:
     return settings_of(request, RecallSettings)
 
 
-async def _open_session(reads: HistoryReads, agent_id: str, key: str, session_id: uuid.UUID | None) -> SessionHead:
+@asynccontextmanager
+async def _reader(request: Request, tenant: str, agent: str, key: str) -> AsyncIterator[Reads]:
+    """Incognito threads are read from memory (never from Postgres, where they never are)."""
+    if is_incognito(key):
+        threads: IncognitoThreads = runtime_of(request).extras["incognito"]
+        yield IncognitoReads(await threads.read(tenant, agent, key))
+        return
+    async with _store(request).reader(tenant) as reads:
+        yield reads
+
+
+async def _open_session(reads: Reads, agent_id: str, key: str, session_id: uuid.UUID | None) -> SessionHead:
     """Another tenant's key is as unknown as a key never used: 404 either way, never a 403."""
-    session = None if is_incognito(key) else await reads.session(agent_id, key)
+    session = await reads.session(agent_id, key)
     if session is None:
         raise Problem(404, f"No session {key!r} for agent {agent_id!r}.")
     if session_id is None or str(session_id) == session.session_id:
@@ -94,7 +109,7 @@ async def history(
     Redacted, at most 4000 characters per text and 80 KB per response; page back with `next_offset`.
     """
     roles = roles_shown(include_tools)
-    async with _store(request).reader(tenant) as reads:
+    async with _reader(request, tenant, agent_id, session_key) as reads:
         session = await _open_session(reads, agent_id, session_key, session_id)
         anchor = await reads.anchor_window(session.session_id, message_id) if message_id else None
         if message_id and anchor is None:

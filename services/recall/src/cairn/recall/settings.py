@@ -2,6 +2,7 @@
 
 from pydantic import Field
 
+from cairn.platform.incognito import IncognitoSettings
 from cairn.platform.settings import HttpSettings, ServiceSettings, http_defaults
 
 
@@ -14,3 +15,4 @@ class RecallSettings(ServiceSettings):
     search_candidates: int = Field(
         default=2000, ge=100, description="most recent matches a search ranks at most (all of them below this)"
     )
+    incognito: IncognitoSettings = Field(default_factory=IncognitoSettings)

@@ -22,7 +22,7 @@ from cairn.events import (
     utc_now,
 )
 from cairn.events.models import ChatType, ResetReason
-from cairn.events.routing import is_reset_command
+from cairn.events.routing import is_incognito, is_reset_command
 from cairn.session.domain import (
     Window,
     crosses_compaction,
@@ -144,6 +144,11 @@ class SessionHandlers:
         )  # fmt: skip
 
     async def on_message(self, store: Transcripts, event: MessageReceived, ingest_seq: int) -> list[Event]:
+        if is_incognito(event.session_key):
+            # ingest keeps incognito threads in memory and never publishes them; should one come anyway
+            # (an old ingest replica), it is still never written here
+            log.error("message for incognito thread %s not stored: they live in memory only", event.session_key)
+            return []
         command = is_reset_command(event.message)
         if command is None:
             return await self.append_message(store, event, ingest_seq)
@@ -154,6 +159,8 @@ class SessionHandlers:
         return await self.reset(store, event, request)
 
     async def on_command(self, store: Transcripts, event: SessionCommand, ingest_seq: int) -> list[Event]:
+        if event.incognito or is_incognito(event.session_key):
+            return []  # incognito threads live in memory only (ingest never sends their commands)
         if event.command == "compaction":
             await self.compacted(store, event)
             return []
@@ -162,9 +169,7 @@ class SessionHandlers:
                 event.session_key, event.reason, "api", "direct", None, event.occurred_at, ingest_seq
             )
             return await self.reset(store, event, request)
-        if event.session_id is None or event.incognito:
-            # Ingest always names the new session; incognito threads are never persisted (ingest refuses
-            # them for now), so there is nothing to write for either.
+        if event.session_id is None:  # ingest always names the new session
             return []
         if event.command == "fork":
             return await self.fork(store, event, ingest_seq)

@@ -10,6 +10,7 @@ from itertools import takewhile
 from typing import Any
 
 from cairn.events import AgentConfigured, Event, MessageReceived, SessionCommand
+from cairn.events.routing import is_incognito
 from cairn.platform.consumer import Delivery, Unit
 from cairn.session.batched import BatchedTranscripts, Opening
 from cairn.session.handlers import SessionHandlers
@@ -51,7 +52,8 @@ class _Batch:
         """Everything the run of messages from `start` (up to the next command) will open, in a few statements."""
         run = list(takewhile(lambda e: isinstance(e, MessageReceived), self._events[start:]))
         self._prefetched = start + len(run)
-        messages = [e for e in run if isinstance(e, MessageReceived)]
+        # an incognito key never gets a row, not even an empty one (the handler refuses its messages)
+        messages = [e for e in run if isinstance(e, MessageReceived) and not is_incognito(e.session_key)]
         openings = [Opening(e.agent_id, e.session_key, e.message.chat_type, e.message.channel) for e in messages]
         adapter_ids = [(e.message.channel, e.message.message_id) for e in messages if e.message.message_id]
         await self._store.prefetch(self._events[start].tenant_id, openings, adapter_ids)

@@ -1,0 +1,168 @@
+"""Incognito threads (DESIGN §5): transcripts held in memory only, in Redis.
+
+Why Redis: it is the stack's shared ephemeral state and runs without persistence everywhere (no RDB
+snapshots, no append-only file: the local stack, docker-compose and k8s alike), so a thread never
+touches a disk, JetStream or Postgres, and ends with a Redis restart. Every ingest replica writes and
+every recall replica reads the same thread, with no replica owning it (a core-NATS request to a session
+replica would lose threads whenever partitions move). Entries expire after the thread's last write
+(`ttl_s`) and a thread holds at most `max_entries`, so forgotten threads cannot fill memory.
+
+A thread is three keys sharing one hash tag: `meta` (session id, parent, last position, reset index),
+`log` (entries in order, each `<position>:<reset index>:<json>`) and `ids` (adapter message ids, the
+idempotency keys). One Lua script appends, so positions are gap-free across replicas.
+"""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from redis.asyncio import Redis
+
+
+class IncognitoSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CAIRN_INCOGNITO_", extra="ignore")
+
+    ttl_s: int = Field(default=24 * 3600, ge=60, description="an incognito thread ends this long after its last write")
+    max_entries: int = Field(default=5000, ge=10, description="messages and resets one incognito thread may hold")
+
+
+class IncognitoEntry(BaseModel):
+    """A message or reset boundary of an incognito thread (position and window are kept beside it)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: str  # 'message' | 'reset'
+    message_id: str
+    channel: str
+    external_id: str | None = None
+    role: str | None = None
+    text: str | None = None
+    sender_name: str | None = None
+    occurred_at: datetime
+    recorded_at: datetime
+
+
+@dataclass(frozen=True)
+class StoredEntry:
+    position: int
+    reset_index: int
+    entry: IncognitoEntry
+
+
+@dataclass(frozen=True)
+class IncognitoThread:
+    session_key: str
+    session_id: str
+    parent_session_key: str | None
+    reset_index: int
+    entries: list[StoredEntry]
+
+
+@dataclass(frozen=True)
+class Appended:
+    position: int
+    message_id: str
+    duplicate: bool
+
+
+class ThreadGone(Exception):
+    """No live incognito thread under this key: never created, expired, or Redis restarted."""
+
+
+class ThreadFull(Exception):
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"an incognito thread holds at most {limit} entries")
+        self.limit = limit
+
+
+# KEYS: meta, log, ids. ARGV: dedup field ('' for none), message id, entry json, kind, ttl ms, max entries.
+# Returns {status, position, message id}: 1 appended, 0 a duplicate, -1 no thread, -2 full.
+APPEND = """
+if redis.call('exists', KEYS[1]) == 0 then return {-1, 0, ''} end
+if ARGV[1] ~= '' then
+  local seen = redis.call('hget', KEYS[3], ARGV[1])
+  if seen then
+    local sep = string.find(seen, ':', 1, true)
+    return {0, tonumber(string.sub(seen, 1, sep - 1)), string.sub(seen, sep + 1)}
+  end
+end
+if redis.call('llen', KEYS[2]) >= tonumber(ARGV[6]) then return {-2, 0, ''} end
+local position = redis.call('hincrby', KEYS[1], 'last_position', 1)
+local reset_index = tonumber(redis.call('hget', KEYS[1], 'reset_index'))
+if ARGV[4] == 'reset' then reset_index = redis.call('hincrby', KEYS[1], 'reset_index', 1) end
+redis.call('rpush', KEYS[2], position .. ':' .. reset_index .. ':' .. ARGV[3])
+if ARGV[1] ~= '' then redis.call('hset', KEYS[3], ARGV[1], position .. ':' .. ARGV[2]) end
+for i = 1, 3 do redis.call('pexpire', KEYS[i], ARGV[5]) end
+return {1, position, ARGV[2]}
+"""
+
+
+# KEYS: meta. ARGV: session id, parent key ('' for none), ttl ms.
+CREATE = """
+redis.call('hset', KEYS[1], 'session_id', ARGV[1], 'parent', ARGV[2], 'last_position', 0, 'reset_index', 0)
+redis.call('pexpire', KEYS[1], ARGV[3])
+return 1
+"""
+# KEYS: meta, log. Returns {} when there is no thread, else {meta as a flat list, entries}.
+READ = """
+local meta = redis.call('hgetall', KEYS[1])
+if #meta == 0 then return {} end
+return {meta, redis.call('lrange', KEYS[2], 0, -1)}
+"""
+# Each is one command (a script), so a connection dropped by a Redis restart is retried like any other.
+
+
+def _keys(tenant: str, agent: str, session_key: str) -> tuple[str, str, str]:
+    base = f"cairn:incognito:{{{tenant}:{agent}:{session_key}}}"
+    return f"{base}:meta", f"{base}:log", f"{base}:ids"
+
+
+def _stored(raw: bytes) -> StoredEntry:
+    position, reset_index, body = raw.decode().split(":", 2)
+    return StoredEntry(int(position), int(reset_index), IncognitoEntry.model_validate_json(body))
+
+
+class IncognitoThreads:
+    def __init__(self, redis: "Redis", settings: IncognitoSettings) -> None:
+        self._redis, self._settings = redis, settings
+
+    async def create(
+        self, tenant: str, agent: str, session_key: str, session_id: str, parent_session_key: str | None
+    ) -> None:
+        meta, _, _ = _keys(tenant, agent, session_key)
+        await self._redis.eval(CREATE, 1, meta, session_id, parent_session_key or "", self._settings.ttl_s * 1000)
+
+    async def append(self, tenant: str, agent: str, session_key: str, entry: IncognitoEntry) -> Appended:
+        """Append at the next position; an entry whose adapter id is already there is not stored again."""
+        dedup = f"{entry.channel}\x1f{entry.external_id}" if entry.external_id else ""
+        status, position, message_id = await self._redis.eval(
+            APPEND, 3, *_keys(tenant, agent, session_key), dedup, entry.message_id, entry.model_dump_json(),
+            entry.kind, self._settings.ttl_s * 1000, self._settings.max_entries,
+        )  # fmt: skip
+        if status == -1:
+            raise ThreadGone(session_key)
+        if status == -2:
+            raise ThreadFull(self._settings.max_entries)
+        mid = message_id.decode() if isinstance(message_id, bytes) else str(message_id)
+        return Appended(int(position), mid, duplicate=status == 0)
+
+    async def is_live(self, tenant: str, agent: str, session_key: str) -> bool:
+        meta, _, _ = _keys(tenant, agent, session_key)
+        return bool(await self._redis.exists(meta))
+
+    async def read(self, tenant: str, agent: str, session_key: str) -> IncognitoThread | None:
+        """The whole thread, read atomically (one consistent view); None when it is not live."""
+        meta, log, _ = _keys(tenant, agent, session_key)
+        found = await self._redis.eval(READ, 2, meta, log)
+        if not found:
+            return None
+        flat, raw_entries = found
+        head = {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
+        return IncognitoThread(
+            session_key=session_key,
+            session_id=head["session_id"],
+            parent_session_key=head["parent"] or None,
+            reset_index=int(head["reset_index"]),
+            entries=[_stored(raw) for raw in raw_entries],
+        )
