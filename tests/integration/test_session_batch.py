@@ -179,3 +179,19 @@ async def test_batches_continue_what_earlier_batches_wrote(app_pool: Pool) -> No
     assert batched[-1] == [], "an adapter id stored by an earlier batch is still a re-send"
     assert [[_shape(e) for e in out] for out in batched] == [[_shape(e) for e in out] for out in plain]
     assert await stored(app_pool, batch_tenant) == await stored(app_pool, plain_tenant)
+
+
+async def test_an_incognito_message_in_a_batch_leaves_no_row_at_all(app_pool: Pool) -> None:
+    """Ingest never publishes incognito traffic; should some arrive in a run of messages, neither the
+    prefetch nor the handler writes anything for it."""
+    tenant, incognito = str(uuid.uuid4()), f"agent:main:dashboard:incognito-{uuid.uuid4()}"
+    events: list[Event] = [
+        _say(tenant, K1, "before", 0, "n1"),
+        _say(tenant, incognito, "never stored", 1, "n2", channel="dashboard"),
+        _say(tenant, K1, "after", 2, "n3"),
+    ]
+    emitted = await run_batched(app_pool, events)
+    assert emitted[1] == []
+    entries, sessions = await stored(app_pool, tenant)
+    assert [s[0] for s in sessions] == [K1]
+    assert [e[5] for e in entries] == ["before", "after"]
