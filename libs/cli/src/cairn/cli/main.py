@@ -12,6 +12,7 @@ from cairn.cli.bench import read_endpoints, report, report_rows, run_import, run
 from cairn.cli.bench_history import run_history
 from cairn.cli.bench_retrieval import MODES, report_retrieval, run_retrieval
 from cairn.cli.importer import import_file
+from cairn.cli.memory import MemoryClient, export_memory, import_memory
 from cairn.platform.migrations import apply_migrations
 from cairn.platform.nats import connect, ensure_streams
 from cairn.platform.settings import NatsSettings, PostgresSettings
@@ -48,6 +49,16 @@ def _parser() -> argparse.ArgumentParser:
     imports.add_argument("file", type=Path)
     imports.add_argument("--endpoints", type=Path, default=Path(".cairn/endpoints.env"))
     imports.add_argument("--api-key", help="the tenant's key (default: CAIRN_API_KEY from --endpoints)")
+    memory = commands.add_parser("memory", help="an agent's memory documents as a folder of Markdown files")
+    directions = memory.add_subparsers(dest="direction", required=True)
+    export = directions.add_parser("export", help="write the documents under DIR (and a manifest of versions)")
+    imported_memory = directions.add_parser("import", help="send back what was edited under DIR since the export")
+    imported_memory.add_argument("--delete", action="store_true", help="delete documents whose files were deleted")
+    for direction in (export, imported_memory):
+        direction.add_argument("dir", type=Path)
+        direction.add_argument("--agent", default="main")
+        direction.add_argument("--endpoints", type=Path, default=Path(".cairn/endpoints.env"))
+        direction.add_argument("--api-key", help="the tenant's key (default: CAIRN_API_KEY from --endpoints)")
     bench = commands.add_parser("bench", help="benchmarks against a running stack (`make up`)")
     kinds = bench.add_subparsers(dest="kind", required=True)
     ingest = kinds.add_parser("ingest", help="end-to-end ingest throughput (accepted → searchable)")
@@ -68,10 +79,30 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def memory(args: argparse.Namespace) -> None:
+    endpoints = read_endpoints(args.endpoints)
+    client = MemoryClient(endpoints["CAIRN_INGEST_URL"], endpoints["CAIRN_RECALL_URL"],
+                          args.api_key or endpoints["CAIRN_API_KEY"], args.agent)  # fmt: skip
+    try:
+        if args.direction == "export":
+            report = export_memory(client, args.dir)
+        else:
+            report = import_memory(client, args.dir, delete=args.delete)
+    finally:
+        client.close()
+    for problem in report.problems:
+        print(problem, file=sys.stderr)
+    print(f"memory {args.direction} {args.dir} (agent {args.agent}): {report.summary()}")
+    if not report.ok:
+        sys.exit(1)
+
+
 def main() -> None:
     args = _parser().parse_args()
     if args.command == "migrate":
         asyncio.run(migrate())
+    elif args.command == "memory":
+        memory(args)
     elif args.command == "import":
         endpoints = read_endpoints(args.endpoints)
         result = import_file(args.file, endpoints["CAIRN_INGEST_URL"], endpoints["CAIRN_RECALL_URL"],

@@ -73,11 +73,14 @@ def _missing(path: str, agent_id: str, version: int | None = None) -> Problem:
     return Problem(404, f"There is no {what} for agent {agent_id!r}{reason}.")
 
 
+MARKDOWN = "text/markdown; charset=utf-8"
+
+
 @router.get(
     "/v1/memory/files/{path:path}",
     response_model=MemoryFile,
     response_model_by_alias=True,
-    responses=PROBLEMS,
+    responses={**PROBLEMS, 200: {"content": {"text/markdown": {}}, "description": "JSON, or the whole document"}},
 )
 async def read_file(
     path: str,
@@ -88,12 +91,15 @@ async def read_file(
     from_: Annotated[int, Query(alias="from", ge=1, description="first line, from 1")] = 1,
     lines: Annotated[int, Query(ge=1, le=MAX_LINES)] = DEFAULT_LINES,
     version: Annotated[int | None, Query(ge=1, description="an earlier version (default: the current one)")] = None,
-) -> MemoryFile:
+) -> MemoryFile | Response:
     """Read a memory document, or a window of its lines (at most `lines` lines and 12,000 characters);
-    `version` reads an earlier version, also of a document deleted since."""
+    `version` reads an earlier version, also of a document deleted since. With `Accept: text/markdown`
+    the answer is the whole document as it is stored (for tools such as `cairn memory export`)."""
     document = await _reads(request).document(tenant, agent_id, path, version)
     if document is None:
         raise _missing(path, agent_id, version)
+    if "text/markdown" in request.headers.get("accept", ""):
+        return Response(document.text, media_type=MARKDOWN, headers={"ETag": f'"{document.version}"'})
     shown = window(document.text, from_, lines)
     response.headers["ETag"] = f'"{document.version}"'
     return MemoryFile(
