@@ -270,3 +270,26 @@ def test_a_bad_write_that_bypassed_ingest_is_dead_lettered_with_the_reason(
     assert reasons == ["poison event: memory write put 'memory/../../etc/passwd.md': path must not contain '.' or "
                        "'..' segments"]  # fmt: skip
     assert tenant.recall.get("/v1/memory/files").json()["files"] == []
+
+
+def test_writes_while_consolidation_is_down_are_pending_then_applied_once(services: LocalStack, tenant: Tenant) -> None:
+    services.kill_service("consolidation")
+    try:
+        pending = tenant.ingest.put("/v1/memory/files/MEMORY.md", json={"text": "# queued\n"})
+        assert pending.status_code == 202, pending.text
+        assert {k: pending.json()[k] for k in ("path", "version", "pending")} == {
+            "path": "MEMORY.md", "version": None, "pending": True,
+        }  # fmt: skip
+        daily = {"text": "- queued entry", "date": "2026-11-27"}
+        first = tenant.ingest.post("/v1/memory/daily", json=daily, headers={"Idempotency-Key": "down-1"})
+        assert (first.status_code, first.json()["pending"]) == (202, True)
+    finally:
+        services.start_service("consolidation")
+        services.wait_ready("consolidation")
+    deadline = time.monotonic() + 30
+    while read(tenant, "MEMORY.md").status_code == 404 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert read(tenant, "MEMORY.md").json()["text"] == "# queued\n"
+    retry = tenant.ingest.post("/v1/memory/daily", json=daily, headers={"Idempotency-Key": "down-1"})
+    assert (written(retry, 201)["version"], retry.json()["position"]) == (1, first.json()["position"])
+    assert read(tenant, "memory/daily/2026-11-27.md").json()["text"] == "- queued entry"
