@@ -121,6 +121,15 @@ def report_rows(benchmark: str, rows: list[dict[str, Any]], out: Path) -> None:
     _write(out, {"benchmark": benchmark, "rows": rows})
 
 
+def report_table(benchmark: str, rows: list[tuple[str, str, str]], data: dict[str, Any], out: Path) -> None:
+    """(figure, value, goal) rows as a table, and the full result as JSON."""
+    width = max(len(figure) for figure, _, _ in rows) + 2
+    print(f"{'figure':<{width}}{'value':>22}  goal")
+    for figure, value, goal in rows:
+        print(f"{figure:<{width}}{value:>22}  {goal}")
+    _write(out, {"benchmark": benchmark, **data})
+
+
 def _write(out: Path, data: dict[str, Any]) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=2))

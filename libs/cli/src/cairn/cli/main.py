@@ -8,8 +8,9 @@ from pathlib import Path
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from cairn.cli.bench import read_endpoints, report, report_rows, run_import, run_ingest
+from cairn.cli.bench import read_endpoints, report, report_rows, report_table, run_import, run_ingest
 from cairn.cli.bench_history import run_history
+from cairn.cli.bench_load import LoadSettings, run_load, table
 from cairn.cli.bench_retrieval import MODES, report_retrieval, run_retrieval
 from cairn.cli.importer import import_file
 from cairn.cli.memory import MemoryClient, export_memory, import_memory
@@ -73,7 +74,16 @@ def _parser() -> argparse.ArgumentParser:
     retrieval.add_argument("--out", type=Path, required=True, help="the run file (JSONL) for evaluate.py")
     retrieval.add_argument("--mode", choices=MODES, default="sessions")
     retrieval.add_argument("--endpoints", type=Path, default=Path(".cairn/endpoints.env"))
-    for kind in (ingest, imported, history):
+    load = kinds.add_parser(
+        "load", help="multi-tenant traffic: throughput vs a raw baseline, index lag, search latency"
+    )
+    load.add_argument("--tenants", type=int, default=1000)
+    load.add_argument("--messages", type=int, default=100_000, help="posted through the API by this run at most")
+    load.add_argument("--throughput-messages", type=int, default=20_000)
+    load.add_argument("--lag-seconds", type=float, default=30.0)
+    load.add_argument("--search-at", default="100000,1000000", help="index sizes at which to time searches")
+    load.add_argument("--concurrency", type=int, default=4)
+    for kind in (ingest, imported, history, load):
         kind.add_argument("--endpoints", type=Path, default=Path(".cairn/endpoints.env"))
         kind.add_argument("--out", type=Path, default=Path(f"bench-results/{kind.prog.split()[-1]}.json"))
     return parser
@@ -116,5 +126,13 @@ def main() -> None:
     elif args.kind == "retrieval":
         scored = run_retrieval(read_endpoints(args.endpoints), args.data, args.out, args.mode)
         report_retrieval(scored, Path(f"bench-results/retrieval-{args.data.name}-{args.mode}.json"))
+    elif args.kind == "load":
+        settings = LoadSettings(
+            tenants=args.tenants, messages=args.messages, throughput_messages=args.throughput_messages,
+            lag_seconds=args.lag_seconds, search_at=tuple(int(n) for n in args.search_at.split(",")),
+            concurrency=args.concurrency,
+        )  # fmt: skip
+        loaded = asyncio.run(run_load(read_endpoints(args.endpoints), settings))
+        report_table("load", table(loaded), loaded, args.out)
     else:
         report_rows("history", run_history(read_endpoints(args.endpoints), args.messages), args.out)

@@ -4,6 +4,8 @@ Row-level security reads the tenant from the transaction-local setting `cairn.te
 that forgets its tenant filter still sees only that tenant's rows.
 """
 
+import contextlib
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -11,9 +13,15 @@ import asyncpg
 
 from cairn.platform.settings import PostgresSettings
 
-SET_TENANT = "SELECT set_config('cairn.tenant_id', $1, true)"
+# One round trip opens the transaction and sets its tenant (a UUID literal, so it cannot carry SQL).
+BEGIN_FOR_TENANT = "BEGIN; SELECT set_config('cairn.tenant_id', '{tenant}', true)"
 
 Pool = asyncpg.Pool
+
+
+async def _transaction_state_only(conn: "asyncpg.Connection[asyncpg.Record]") -> None:
+    """Released connections need no reset query: every setting we make is transaction-local, and the pool
+    rolls back an open transaction itself. asyncpg's default would cost a round trip per release."""
 
 
 async def create_pool(settings: PostgresSettings) -> "asyncpg.Pool[asyncpg.Record]":
@@ -22,6 +30,7 @@ async def create_pool(settings: PostgresSettings) -> "asyncpg.Pool[asyncpg.Recor
         min_size=settings.pool_min,
         max_size=settings.pool_max,
         command_timeout=60,
+        reset=_transaction_state_only,
     )
     return pool
 
@@ -31,9 +40,17 @@ async def tenant_transaction(
     pool: "asyncpg.Pool[asyncpg.Record]", tenant_id: str
 ) -> AsyncIterator["asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"]:
     """A transaction in which row-level security admits only `tenant_id`'s rows."""
-    async with pool.acquire() as conn, conn.transaction():
-        await conn.execute(SET_TENANT, tenant_id)
-        yield conn
+    begin = BEGIN_FOR_TENANT.format(tenant=uuid.UUID(tenant_id))
+    async with pool.acquire() as conn:
+        await conn.execute(begin)
+        try:
+            yield conn
+        except BaseException:
+            # a connection left mid-statement (cancelled) cannot roll back here: the pool does it on release
+            with contextlib.suppress(asyncpg.InterfaceError, asyncpg.PostgresError, OSError):
+                await conn.execute("ROLLBACK")
+            raise
+        await conn.execute("COMMIT")
 
 
 async def ping(pool: "asyncpg.Pool[asyncpg.Record]") -> None:

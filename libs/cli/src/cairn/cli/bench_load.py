@@ -1,0 +1,330 @@
+"""`cairn bench load`: generated multi-tenant chat traffic through the public API, in one run:
+
+1. sustained ingest throughput end to end (first request → every message searchable), next to the raw
+   baseline (`bench_raw`) on the same rows in the same run;
+2. index lag (accepted → visible to search) p50/p99 while the load runs at half that throughput;
+3. search latency p50/p99 for a small and for the largest tenant once the index holds 100k and 1M messages
+   (`--search-at`); the run keeps posting through the API until it gets there or `--messages` runs out.
+"""
+
+import asyncio
+import random
+import statistics
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import httpx
+import nats
+
+from cairn.cli.bench_raw import raw_throughput
+from cairn.cli.chatgen import Chat, Traffic
+from cairn.events import INGEST_STREAM, SESSION_STREAM
+
+NOTHING = "zzqxjvw"  # a query that matches nothing: cheap, for read-your-writes checks only
+
+
+@dataclass(frozen=True)
+class LoadSettings:
+    tenants: int = 1000
+    messages: int = 100_000  # posted by this run at most
+    throughput_messages: int = 20_000
+    batch: int = 20  # messages per request: an adapter posting a tenant's recent messages together
+    concurrency: int = 4
+    lag_seconds: float = 30.0
+    search_at: tuple[int, ...] = (100_000, 1_000_000)
+    queries: int = 200
+    zipf: float = 1.0
+    seed: int = 7
+
+
+@dataclass
+class Tenant:
+    key: str
+    tenant_id: str
+    posted: int = 0
+    position: int = 0  # the highest position a write of this tenant was given
+
+
+@dataclass
+class LoadRun:
+    endpoints: dict[str, str]
+    settings: LoadSettings
+    ingest: httpx.AsyncClient
+    recall: httpx.AsyncClient
+    traffic: Traffic
+    tenants: list[Tenant] = field(default_factory=list)
+    posted: int = 0
+
+    def headers(self, rank: int) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.tenants[rank].key}"}
+
+    async def provision(self) -> None:
+        """Tenants with their agent set to one session per channel peer (the recommended multi-user setting)."""
+        admin = {"Authorization": f"Bearer {self.endpoints['CAIRN_ADMIN_TOKEN']}"}
+        limit = asyncio.Semaphore(8)
+
+        async def create(rank: int) -> Tenant:
+            async with limit:
+                created = await self.ingest.post("/v1/admin/tenants", json={"name": f"load-{rank}"}, headers=admin)
+                body = created.raise_for_status().json()
+                tenant = Tenant(body["api_key"], body["tenant_id"])
+                config = {"dm_scope": "per-channel-peer"}
+                auth = {"Authorization": f"Bearer {tenant.key}"}
+                (await self.ingest.put("/v1/agents/main/config", json=config, headers=auth)).raise_for_status()
+                return tenant
+
+        self.tenants = list(await asyncio.gather(*(create(r) for r in range(self.settings.tenants))))
+
+    async def post(self, chat: Chat) -> list[int]:
+        response = await self.ingest.post(
+            "/v1/messages/batch", json={"messages": chat.messages}, headers=self.headers(chat.tenant)
+        )
+        positions = [int(r["position"]) for r in response.raise_for_status().json()["results"]]
+        tenant = self.tenants[chat.tenant]
+        tenant.posted, tenant.position = tenant.posted + len(positions), max(tenant.position, *positions)
+        self.posted += len(positions)
+        return positions
+
+    async def blast(self, chats: Iterator[Chat], count: int) -> None:
+        """Post `count` messages as fast as the API takes them, `concurrency` requests at a time."""
+        left = [count]
+
+        async def worker() -> None:
+            while left[0] > 0:
+                chat = next(chats)
+                left[0] -= len(chat.messages)
+                await self.post(chat)
+
+        await asyncio.gather(*(worker() for _ in range(self.settings.concurrency)))
+
+    async def quiet(self) -> float:
+        """Wait until the session partitions and the indexer hold nothing pending or unacked: every accepted
+        message is then applied and searchable (each acks only after its commit). Returns when (perf_counter).
+
+        Session consumers are read before the indexer's: once they are quiet, everything they emit is
+        already in the indexer's stream."""
+        nc = await nats.connect(self.endpoints["CAIRN_NATS_URL"], name="cairn-bench-load")
+        js = nc.jetstream()
+        try:
+            while True:
+                busy = 0
+                for stream, prefix in ((INGEST_STREAM, "session-"), (SESSION_STREAM, "indexer")):
+                    for info in await js.consumers_info(stream):
+                        if info.name.startswith(prefix):
+                            busy += (info.num_pending or 0) + (info.num_ack_pending or 0)
+                if not busy:
+                    return time.perf_counter()
+                await asyncio.sleep(0.05)
+        finally:
+            await nc.close()
+
+    async def drain(self) -> float:
+        """Wait until every tenant's last write is searchable, asked through the public API (read-your-writes);
+        returns when that was (perf_counter)."""
+        limit = asyncio.Semaphore(16)
+
+        async def caught_up(rank: int) -> None:
+            tenant = self.tenants[rank]
+            while True:
+                async with limit:
+                    body = {"query": NOTHING, "consistent_with": str(tenant.position), "visibility": "all"}
+                    found = await self.recall.post("/v1/sessions/search", json=body, headers=self.headers(rank))
+                if not found.raise_for_status().json()["indexing"]:
+                    return
+
+        await asyncio.gather(*(caught_up(r) for r, t in enumerate(self.tenants) if t.position))
+        return time.perf_counter()
+
+    async def stored(self) -> int:
+        """Messages in the full-text index, every tenant's (read as the database superuser, past RLS)."""
+        conn = await asyncpg.connect(as_user(self.endpoints["CAIRN_POSTGRES_URL"], "postgres"))
+        try:
+            return int(await conn.fetchval("SELECT count(*) FROM indexer.messages"))
+        finally:
+            await conn.close()
+
+
+def as_user(url: str, user: str) -> str:
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}@{host}"))
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    cuts = statistics.quantiles(samples, n=100, method="inclusive")
+    return round(cuts[49], 1), round(cuts[98], 1)
+
+
+def raw_rows(run: LoadRun, chats: list[Chat]) -> list[dict[str, str]]:
+    """The rows the raw pipeline carries: what cairn stores of each message, keyed the same way."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+    return [
+        {"tenant_id": run.tenants[c.tenant].tenant_id, "message_id": m["message_id"], "role": m["role"],
+         "session_key": f"agent:main:{m['channel']}:direct:{m['peer_id']}", "sender_name": m["sender_name"],
+         "text": m["text"], "occurred_at": now}
+        for c in chats for m in c.messages
+    ]  # fmt: skip
+
+
+async def throughput(run: LoadRun) -> dict[str, Any]:
+    """The same generated messages through the raw pipeline, then through cairn, end to end."""
+    size = run.settings.batch
+    chats = [next(run.traffic.requests(size)) for _ in range(run.settings.throughput_messages // size)]
+    count = len(chats) * size
+    raw = await raw_throughput(
+        run.endpoints["CAIRN_NATS_URL"], as_user(run.endpoints["CAIRN_POSTGRES_URL"], "postgres"), raw_rows(run, chats)
+    )
+    start = time.perf_counter()
+    await run.blast(iter(chats), count)
+    accepted = time.perf_counter() - start
+    searchable = await run.quiet() - start
+    await run.drain()  # and the public API agrees: every tenant's last write is searchable
+    cairn = count / searchable
+    return {
+        "messages": count, "raw_msg_per_s": round(raw, 1), "accepted_msg_per_s": round(count / accepted, 1),
+        "end_to_end_msg_per_s": round(cairn, 1), "ratio_to_raw": round(cairn / raw, 3),
+    }  # fmt: skip
+
+
+async def index_lag(run: LoadRun, rate: float) -> dict[str, Any]:
+    """Load at `rate` messages/s in small requests; about every 250 ms a probe message with a unique word,
+    searched for with `consistent_with` its position (read-your-writes: recall waits until the index has it).
+    The lag is from the probe's 202 to the answer that finds it, so it includes one search and recall's
+    50 ms polling of the index position: an upper bound of accepted → visible to search."""
+    size, stop = 5, time.perf_counter() + run.settings.lag_seconds
+    lags: list[float] = []
+    rng = random.Random(run.settings.seed)
+
+    async def load() -> None:
+        chats, interval, due = run.traffic.requests(size), size / rate, time.perf_counter()
+        sent = []
+        while due < stop:
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            sent.append(asyncio.create_task(run.post(next(chats))))  # paced: not waiting for the answer
+            due += interval
+        await asyncio.gather(*sent)
+
+    async def probe(number: int) -> None:
+        rank, word = run.traffic.pick_tenant(), f"lagprobe{uuid.uuid4().hex[:10]}n{number}"
+        text = f"{word} {run.traffic.message(rank)['text']}"
+        message = {"text": text, "message_id": word, "channel": "probe", "peer_id": "prober"}
+        response = await run.ingest.post("/v1/messages", json=message, headers=run.headers(rank))
+        accepted = time.perf_counter()
+        body = {"query": word, "visibility": "all", "consistent_with": response.raise_for_status().json()["position"]}
+        while time.perf_counter() - accepted < 60:
+            found = await run.recall.post("/v1/sessions/search", json=body, headers=run.headers(rank))
+            if found.raise_for_status().json()["results"]:
+                lags.append((time.perf_counter() - accepted) * 1000)
+                return
+        lags.append(60_000.0)
+
+    async def probes() -> None:
+        tasks, number = [], 0
+        while time.perf_counter() < stop:
+            tasks.append(asyncio.create_task(probe(number)))
+            number += 1
+            await asyncio.sleep(0.25 * (0.5 + rng.random()))
+        await asyncio.gather(*tasks)
+
+    await asyncio.gather(load(), probes())
+    p50, p99 = percentiles(lags)
+    return {"rate_msg_per_s": round(rate, 1), "probes": len(lags), "lag_p50_ms": p50, "lag_p99_ms": p99}
+
+
+async def search_latency(run: LoadRun, ranks: dict[str, int]) -> dict[str, Any]:
+    """Sequential searches, the same generated queries for each tenant; client-side time of the HTTP call."""
+    queries = [run.traffic.query() for _ in range(run.settings.queries)]
+    result: dict[str, Any] = {}
+    for label, rank in ranks.items():
+        for query in queries[:10]:  # warm the connection and the caches
+            await run.recall.post("/v1/sessions/search", json={"query": query, "visibility": "all"},
+                                  headers=run.headers(rank))  # fmt: skip
+        times = []
+        for query in queries:
+            start = time.perf_counter()
+            response = await run.recall.post("/v1/sessions/search", json={"query": query, "visibility": "all"},
+                                             headers=run.headers(rank))  # fmt: skip
+            response.raise_for_status()
+            times.append((time.perf_counter() - start) * 1000)
+        p50, p99 = percentiles(times)
+        result[label] = {"tenant_messages": run.tenants[rank].posted, "p50_ms": p50, "p99_ms": p99}
+    return result
+
+
+async def fill_and_search(run: LoadRun) -> dict[str, Any]:
+    """Keep posting through the API until the index holds each `--search-at` count, then time searches."""
+    chats, found = run.traffic.requests(run.settings.batch), {}
+    ranks = {"small_tenant": len(run.tenants) - 1, "largest_tenant": 0}
+    for target in sorted(run.settings.search_at):
+        stored = await run.stored()
+        while stored < target and run.posted < run.settings.messages:
+            step = min(target - stored, 50_000, run.settings.messages - run.posted)
+            await run.blast(chats, step)
+            await run.quiet()
+            stored = await run.stored()
+            print(f"  index holds {stored:,} messages", flush=True)
+        if stored < target:
+            found[f"{target}"] = {"reached": False, "stored": stored, "why": "--messages ran out first"}
+            continue
+        await run.drain()
+        found[f"{target}"] = {"reached": True, "stored": stored, **await search_latency(run, ranks)}
+    return found
+
+
+async def run_load(endpoints: dict[str, str], settings: LoadSettings) -> dict[str, Any]:
+    limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+    async with (
+        httpx.AsyncClient(base_url=endpoints["CAIRN_INGEST_URL"], timeout=120, limits=limits) as ingest,
+        httpx.AsyncClient(base_url=endpoints["CAIRN_RECALL_URL"], timeout=120, limits=limits) as recall,
+    ):
+        run = LoadRun(endpoints, settings, ingest, recall, Traffic(settings.tenants, settings.seed, settings.zipf))
+        print(f"provisioning {settings.tenants} tenants", flush=True)
+        await run.provision()
+        await run.quiet()  # their agent configs are applied before anything is timed
+        print("throughput: raw baseline, then cairn end to end", flush=True)
+        measured = await throughput(run)
+        print(f"  {measured}", flush=True)
+        print("index lag at half that throughput", flush=True)
+        lag = await index_lag(run, 0.5 * measured["end_to_end_msg_per_s"])
+        await run.quiet()
+        print(f"  {lag}", flush=True)
+        print("search latency as the index grows", flush=True)
+        search = await fill_and_search(run)
+    largest, smallest = run.traffic.weights[0], run.traffic.weights[-1]
+    return {
+        "benchmark": "load",
+        "settings": {**settings.__dict__, "search_at": list(settings.search_at)},
+        "tenant_shares": {"largest": round(largest, 4), "smallest": round(smallest, 6)},
+        "posted_by_this_run": run.posted,
+        "throughput": measured,
+        "index_lag": lag,
+        "search": search,
+    }
+
+
+def table(result: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(figure, value, goal) rows for the printed table."""
+    put, lag = result["throughput"], result["index_lag"]
+    rows = [
+        ("raw baseline (NATS → COPY), msg/s", f"{put['raw_msg_per_s']:,}", ""),
+        ("cairn accepted, msg/s", f"{put['accepted_msg_per_s']:,}", ""),
+        ("cairn end to end (→ searchable), msg/s", f"{put['end_to_end_msg_per_s']:,}", ""),
+        ("cairn / raw", f"{put['ratio_to_raw']:.1%}", "≥ 25%"),
+        (f"index lag p50 at {lag['rate_msg_per_s']} msg/s", f"{lag['lag_p50_ms']} ms", ""),
+        (f"index lag p99 at {lag['rate_msg_per_s']} msg/s", f"{lag['lag_p99_ms']} ms", "< 500 ms"),
+    ]
+    for target, found in result["search"].items():
+        if not found["reached"]:
+            rows.append((f"search at {int(target):,} stored", f"not reached ({found['stored']:,})", ""))
+            continue
+        for label in ("small_tenant", "largest_tenant"):
+            tenant = found[label]
+            figure = f"search p50/p99 at {int(target):,}, {label.replace('_', ' ')} ({tenant['tenant_messages']:,})"
+            goal = "p99 < 50 ms" if int(target) >= 1_000_000 else ""
+            rows.append((figure, f"{tenant['p50_ms']} / {tenant['p99_ms']} ms", goal))
+    return rows
