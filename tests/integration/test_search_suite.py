@@ -140,3 +140,13 @@ async def test_scores_fall_in_rank_order(app_pool: Pool, corpus: str) -> None:
     assert len(hits) > 3
     assert scores == sorted(scores, reverse=True)
     assert all(0 < score < 2 for score in scores)
+
+
+MATCHES = "SELECT count(*) FROM indexer.matching_messages($1, $2::tsquery, NULL, NULL, 100)"
+
+
+async def test_matching_runs_as_the_owner_but_answers_only_for_the_calling_tenant(app_pool: Pool, corpus: str) -> None:
+    async with tenant_transaction(app_pool, corpus) as conn:
+        assert await conn.fetchval(MATCHES, corpus, "'shanghai'") == 1
+    async with tenant_transaction(app_pool, str(uuid.uuid4())) as conn:
+        assert await conn.fetchval(MATCHES, corpus, "'shanghai'") == 0

@@ -121,8 +121,9 @@ async def test_the_service_role_is_not_superuser_does_not_bypass_rls_and_owns_no
     assert dict(role) == {"rolsuper": False, "rolbypassrls": False, "rolcreaterole": False, "rolcreatedb": False}
     tables = await admin.fetch(TENANT_TABLES)
     assert len(tables) >= 10
-    # API keys are looked up across tenants by owner-run functions: enabled for everyone else, not forced
-    owner_readable = {"ingest.tenants", "ingest.api_keys"}
+    # API keys are looked up across tenants by owner-run functions: enabled for everyone else, not forced;
+    # full-text matching runs as the owner so `@@` can use its index (it checks the caller's tenant itself)
+    owner_readable = {"ingest.tenants", "ingest.api_keys", "indexer.messages"}
     unprotected = [t["name"] for t in tables if not t["relrowsecurity"]]
     unforced = {t["name"] for t in tables if not t["relforcerowsecurity"]}
     assert unprotected == [], "every table with a tenant_id must enable row-level security"

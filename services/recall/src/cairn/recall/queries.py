@@ -13,31 +13,29 @@ from cairn.text import SearchQuery
 # Ranking: BM25 over the query's lexemes (k1 1.2, b 0.75), messages with every term first, then the
 # more recent, then by id, so the order is stable and pages never overlap. Candidates are the messages
 # matching any term, in scope (visibility is part of the WHERE clause, so hidden sessions never take a
-# place under LIMIT): those with every term first, then the most recent, $9 at most. That is every match
-# in a tenant of ordinary size and bounded work in the largest. Document frequencies are counted over the
-# candidates (exact when they are all of the matches), the tenant's size up to 100,000 rows; a message's
-# length is its number of distinct lexemes. Every step is a scan or an aggregate over the step before, no
-# join between row sets, so a generic plan with poor estimates stays linear in the candidates.
+# place under LIMIT), the most recent $9 of them: every match in a tenant of ordinary size, bounded work
+# in the largest (a frequent term walks messages_tenant_recent back in time, a rare one reads its few
+# matches from messages_tenant_terms; migration 0017 says why matching runs in a function). Document
+# frequencies are counted over the candidates (exact when they are all of the matches), the tenant's
+# size up to 10,000 rows; a message's length is its number of distinct lexemes. Term frequencies come
+# from the asked lexemes alone, marked by setweight and kept by ts_filter (both in C): unnesting whole
+# vectors costs five times more. Every step scans or aggregates the step before, with no join between
+# row sets, so even a plan with poor estimates stays linear in the candidates.
 # $2 any-term tsquery; $3 all-terms tsquery; $4 limit; $5 agent (NULL: every agent of the tenant);
 # $6 session keys (NULL: all); $7/$8 ranked lexemes and their weights; $9 candidate cap; $10 offset.
 SEARCH_MESSAGES = """
 WITH candidates AS MATERIALIZED (
     SELECT message_id, occurred_at, terms, terms @@ CAST($3 AS tsquery) AS every
-    FROM indexer.messages
-    WHERE tenant_id = $1 AND terms @@ CAST($2 AS tsquery)
-      AND ($5::text IS NULL OR agent_id = $5) AND ($6::text[] IS NULL OR session_key = ANY($6))
-    ORDER BY every DESC, occurred_at DESC, message_id
-    LIMIT $9
+    FROM indexer.matching_messages($1, CAST($2 AS tsquery), $5, $6, $9)
 ),
 found AS MATERIALIZED (
     SELECT c.message_id, c.occurred_at, c.every, length(c.terms)::float8 AS length,
            cardinality(term.positions)::float8 AS tf, ($8::float8[])[array_position($7::text[], term.lexeme)] AS weight,
            count(*) OVER (PARTITION BY term.lexeme)::float8 AS df
-    FROM candidates c, unnest(c.terms) AS term
-    WHERE term.lexeme = ANY($7::text[])
+    FROM candidates c, unnest(ts_filter(setweight(c.terms, 'A', $7::text[]), '{a}')) AS term
 ),
 corpus AS MATERIALIZED (
-    SELECT greatest((SELECT count(*) FROM (SELECT 1 FROM indexer.messages WHERE tenant_id = $1 LIMIT 100000) t),
+    SELECT greatest((SELECT count(*) FROM (SELECT 1 FROM indexer.messages WHERE tenant_id = $1 LIMIT 10000) t),
                     (SELECT count(*) FROM candidates))::float8 AS n,
            (SELECT greatest(avg(length(terms)), 1) FROM candidates)::float8 AS length
 ),
@@ -58,6 +56,7 @@ SELECT m.session_key, m.session_id::text, m.message_id::text, m.role, m.occurred
 FROM ranked r JOIN indexer.messages m ON m.tenant_id = $1 AND m.message_id = r.message_id
 ORDER BY r.score DESC, r.occurred_at DESC, r.message_id
 """
+CUSTOM_PLANS = "SET LOCAL plan_cache_mode = force_custom_plan"
 # The caller's key and every session forked or spawned from it, at any depth, whatever ids the keys
 # have had (a daily or idle reset moves a key to a new id; children point at the id they came from).
 TREE_KEYS = """
@@ -109,6 +108,8 @@ class ReadStore:
 
     async def search_messages(self, tenant: str, scope: "Scope", query: SearchQuery, page: "Page") -> list[MessageHit]:
         async with tenant_transaction(self._pool, tenant) as conn:
+            # the best plan depends on how common the terms are: never reuse a generic one
+            await conn.execute(CUSTOM_PLANS)
             rows = await conn.fetch(
                 SEARCH_MESSAGES, tenant, query.any_terms, query.all_terms, page.limit, scope.agent_id,
                 scope.session_keys, list(query.lexemes), list(query.weights), page.candidates, page.offset,

@@ -13,6 +13,6 @@ class RecallSettings(ServiceSettings):
     history_max_bytes: int = Field(default=80 * 1024, ge=8 * 1024, description="cap of a history response")
     history_text_chars: int = Field(default=4000, ge=100, description="cap of one text block in history")
     search_candidates: int = Field(
-        default=2000, ge=100, description="most recent matches a search ranks at most (all of them below this)"
+        default=1000, ge=100, description="most recent matches a search ranks at most (all of them below this)"
     )
     incognito: IncognitoSettings = Field(default_factory=IncognitoSettings)
