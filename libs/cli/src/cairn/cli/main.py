@@ -11,6 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from cairn.cli.bench import read_endpoints, report, report_rows, report_table, run_import, run_ingest
 from cairn.cli.bench_history import run_history
 from cairn.cli.bench_load import LoadSettings, run_load, table
+from cairn.cli.bench_memory import run_memory
 from cairn.cli.bench_retrieval import MODES, report_retrieval, run_retrieval
 from cairn.cli.importer import import_file
 from cairn.cli.memory import MemoryClient, export_memory, import_memory
@@ -69,6 +70,8 @@ def _parser() -> argparse.ArgumentParser:
     imported.add_argument("--data", type=Path, default=Path("../shared/datasets/locomo"))
     history = kinds.add_parser("history", help="p50/p99 of session history on a large session")
     history.add_argument("--messages", type=int, default=10_000)
+    memory_bench = kinds.add_parser("memory", help="p50/p99 of memory-document writes (applied) and reads")
+    memory_bench.add_argument("--runs", type=int, default=200)
     retrieval = kinds.add_parser("retrieval", help="ingest a retrieval dataset, ask its questions, write a scorer run")
     retrieval.add_argument("--data", type=Path, required=True, help="a dataset folder (corpus.jsonl, questions.jsonl)")
     retrieval.add_argument("--out", type=Path, required=True, help="the run file (JSONL) for evaluate.py")
@@ -83,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     load.add_argument("--lag-seconds", type=float, default=30.0)
     load.add_argument("--search-at", default="100000,1000000", help="index sizes at which to time searches")
     load.add_argument("--concurrency", type=int, default=4)
-    for kind in (ingest, imported, history, load):
+    for kind in (ingest, imported, history, load, memory_bench):
         kind.add_argument("--endpoints", type=Path, default=Path(".cairn/endpoints.env"))
         kind.add_argument("--out", type=Path, default=Path(f"bench-results/{kind.prog.split()[-1]}.json"))
     return parser
@@ -134,5 +137,7 @@ def main() -> None:
         )  # fmt: skip
         loaded = asyncio.run(run_load(read_endpoints(args.endpoints), settings))
         report_table("load", table(loaded), loaded, args.out)
+    elif args.kind == "memory":
+        report_rows("memory", run_memory(read_endpoints(args.endpoints), args.runs), args.out)
     else:
         report_rows("history", run_history(read_endpoints(args.endpoints), args.messages), args.out)

@@ -20,7 +20,7 @@ GET_OUTCOME = """
 SELECT outcome, version, change, detail FROM consolidation.write_outcomes WHERE tenant_id = $1 AND request_id = $2
 """
 FIRST_POLL_S = 0.005
-LONGEST_POLL_S = 0.05
+LONGEST_POLL_S = 0.02
 
 
 class WriteOutcomes:
