@@ -1,5 +1,6 @@
-"""Per-agent session policies end to end: group_scope routing, a reset policy per chat type, and
-retention (dormant, then archived) per agent — archived sessions stay readable and searchable."""
+"""Per-agent session policies end to end: group_scope routing, a reset policy per chat type, retention
+(dormant, then archived) per agent — archived sessions stay readable and searchable — and compaction
+thresholds per agent."""
 
 import asyncio
 import time
@@ -7,11 +8,14 @@ from datetime import timedelta
 from typing import Any
 
 import asyncpg
+import nats
 import pytest
 
+from cairn.events import SESSION_STREAM, CompactionImminent, decode_event
 from cairn.local import LocalStack
 from cairn.session.lifecycle import LifecycleSweeper
 from tests.conftest import Tenant
+from tests.streams import stream_messages
 
 pytestmark = pytest.mark.e2e
 
@@ -112,3 +116,29 @@ def test_retention_is_per_agent_and_archived_sessions_stay_readable_and_searchab
     hits = tenant.search("glacier", agent_id="brief")["results"]
     assert isinstance(hits, list)
     assert [h["session_key"] for h in hits] == ["agent:brief:main"]
+
+
+async def _compaction_keys(stack: LocalStack, tenant_id: str, agent: str) -> list[str]:
+    nc = await nats.connect(stack.nats_url)
+    try:
+        subject = f"cairn.{tenant_id}.{agent}.session.compaction-imminent"
+        events = [decode_event(m.data or b"") for m in await stream_messages(nc.jetstream(), SESSION_STREAM, subject)]
+    finally:
+        await nc.close()
+    return [e.session_key for e in events if isinstance(e, CompactionImminent)]
+
+
+def test_an_agents_own_compaction_limit_fires_compaction_imminent(services: LocalStack, tenant: Tenant) -> None:
+    # a window far beyond what is written: only the agent's byte limit can fire
+    _configure(tenant, "tight", context_window=1_000_000, compaction={"max_transcript_bytes": 4096})
+    _configure(tenant, "roomy", context_window=1_000_000)
+    sentence = "A paragraph about the vendor comparison, long enough to count. " * 16  # ~1 KB
+    for agent in ("tight", "roomy"):
+        for i in range(5):
+            last = tenant.say(sentence, agent_id=agent, message_id=f"{agent}-{i}")
+        tenant.search("vendor", consistent_with=last["position"], agent_id=agent)
+    deadline = time.monotonic() + 10
+    while not asyncio.run(_compaction_keys(services, tenant.tenant_id, "tight")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert asyncio.run(_compaction_keys(services, tenant.tenant_id, "tight")) == ["agent:tight:main"]
+    assert asyncio.run(_compaction_keys(services, tenant.tenant_id, "roomy")) == []

@@ -57,6 +57,7 @@ def test_config_put_then_get_returns_the_effective_config(tenant: Tenant, other_
         "group_scope": "group",
         "reset_by_type": {},
         "retention": {"dormant_after_days": None, "archive_after_days": None},
+        "compaction": {"reserve_tokens": None, "soft_threshold_tokens": None, "max_transcript_bytes": None},
     }
     assert put.json() == effective
     assert put.headers["etag"] == '"1"'

@@ -189,6 +189,7 @@ def test_agent_configured_carries_the_whole_effective_config() -> None:
         "reset": {"mode": "none", "at_hour": 4, "idle_minutes": 60, "timezone": "UTC"},
         "reset_by_type": {},
         "context_window": None,
+        "compaction": {"reserve_tokens": None, "soft_threshold_tokens": None, "max_transcript_bytes": None},
         "sessions_visibility": "tree",
         "remember_across_conversations": None,
         "retention": {"dormant_after_days": None, "archive_after_days": None},
@@ -197,7 +198,7 @@ def test_agent_configured_carries_the_whole_effective_config() -> None:
 
 def test_agent_configured_published_before_group_scope_reset_by_type_and_retention_still_decodes() -> None:
     first_published = golden("agent.configured.v1")
-    for added in ("group_scope", "reset_by_type", "retention"):
+    for added in ("group_scope", "reset_by_type", "retention", "compaction"):
         del first_published["config"][added]
     decoded = decode_event(json.dumps(first_published))
     assert isinstance(decoded, AgentConfigured)

@@ -55,6 +55,7 @@ class InMemoryTranscripts:
             self.sessions[key],
             created=created,
             context_window=config.context_window if config else None,
+            compaction=config.compaction if config else None,
             reset_policy=reset_policy_for(config.reset, config.reset_policies(), self.chat_type_of[key], key)
             if config
             else None,
@@ -592,3 +593,31 @@ async def test_a_chat_type_without_its_own_policy_follows_the_agents_default() -
     ids = await _session_ids(store, handlers, events)
     assert ids[0] == ids[1]  # direct: none
     assert ids[2] != ids[3]  # group: the default, idle after 30 minutes
+
+
+async def test_an_agents_compaction_thresholds_replace_the_services() -> None:
+    store, handlers = InMemoryTranscripts(), _handlers(context_window=2000)  # service threshold: 200 tokens
+    config = AgentConfig.model_validate(
+        {"context_window": 100_000, "compaction": {"reserve_tokens": 50_000, "soft_threshold_tokens": 10_000}}
+    )  # 40,000 tokens, where the service's reserve and soft threshold would give 76,000
+    await handlers.on_configured(store, AgentConfigured(tenant_id=TENANT, version=1, config=config))
+    fired = [
+        e
+        for i in range(45)  # 1,000 tokens each
+        for e in await handlers.on_message(store, _received("x" * 4000, f"t{i}"), i)
+        if isinstance(e, CompactionImminent)
+    ]
+    assert [(e.threshold_tokens, e.estimated_tokens) for e in fired] == [(40_000, 40_000)]
+
+
+async def test_an_agents_byte_limit_fires_before_any_token_threshold() -> None:
+    store, handlers = InMemoryTranscripts(), _handlers()  # service: 200,000 tokens, 2 MiB
+    config = AgentConfig.model_validate({"compaction": {"max_transcript_bytes": 2048}})
+    await handlers.on_configured(store, AgentConfigured(tenant_id=TENANT, version=1, config=config))
+    fired = [
+        e
+        for i in range(5)
+        for e in await handlers.on_message(store, _received("y" * 1000, f"b{i}"), i)
+        if isinstance(e, CompactionImminent)
+    ]
+    assert [e.transcript_bytes for e in fired] == [3000]

@@ -77,6 +77,17 @@ class Retention(BaseModel):
         return self
 
 
+class CompactionPolicy(BaseModel):
+    """When `session.compaction-imminent` fires: at `context_window - reserve_tokens - soft_threshold_tokens`
+    estimated tokens of the live window, or at `max_transcript_bytes`; null = the deployment's default."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reserve_tokens: int | None = Field(default=None, ge=0, description="tokens kept free for the reply")
+    soft_threshold_tokens: int | None = Field(default=None, ge=0, description="headroom for the memory flush")
+    max_transcript_bytes: int | None = Field(default=None, ge=1024, description="live window size that also fires")
+
+
 class AgentConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -94,6 +105,7 @@ class AgentConfig(BaseModel):
     context_window: int | None = Field(
         default=None, ge=1000, description="tokens; null = the deployment's default (CAIRN_SESSION_CONTEXT_WINDOW)"
     )
+    compaction: CompactionPolicy = Field(default_factory=CompactionPolicy)
     sessions_visibility: Visibility = "tree"
     remember_across_conversations: bool | None = Field(
         default=None, description="null = on when dm_scope is main, off otherwise"

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-from cairn.events import ResetPolicy
+from cairn.events import CompactionPolicy, ResetPolicy
 from cairn.session.settings import CompactionSettings
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
@@ -29,18 +29,31 @@ class Window:
     flagged: bool  # compaction-imminent already sent in this cycle
 
 
-def threshold_tokens(config: CompactionSettings, context_window: int | None = None) -> int:
-    """The compaction threshold for an agent's context window; the service's window when it has none."""
-    if context_window is None:
-        return config.threshold_tokens
-    return config.model_copy(update={"context_window": context_window}).threshold_tokens
+def effective_compaction(
+    config: CompactionSettings, context_window: int | None = None, agent: CompactionPolicy | None = None
+) -> CompactionSettings:
+    """The service's settings with what the agent configured in their place."""
+    update: dict[str, int] = {} if agent is None else agent.model_dump(exclude_none=True)
+    if context_window is not None:
+        update["context_window"] = context_window
+    return config.model_copy(update=update) if update else config
 
 
-def crosses_compaction(window: Window, config: CompactionSettings, context_window: int | None = None) -> bool:
+def threshold_tokens(
+    config: CompactionSettings, context_window: int | None = None, agent: CompactionPolicy | None = None
+) -> int:
+    """The compaction threshold for an agent's context window and thresholds; the service's where it has none."""
+    return effective_compaction(config, context_window, agent).threshold_tokens
+
+
+def crosses_compaction(
+    window: Window, config: CompactionSettings, context_window: int | None = None, agent: CompactionPolicy | None = None
+) -> bool:
     """True exactly once per cycle: when the window first reaches the token or byte limit."""
     if window.flagged:
         return False
-    return window.tokens >= threshold_tokens(config, context_window) or window.bytes >= config.max_transcript_bytes
+    limits = effective_compaction(config, context_window, agent)
+    return window.tokens >= limits.threshold_tokens or window.bytes >= limits.max_transcript_bytes
 
 
 def is_background(session_key: str, channel: str) -> bool:

@@ -111,13 +111,14 @@ class SessionHandlers:
             session.window_tokens + tokens, session.window_bytes + len(msg.text.encode()), session.compaction_flagged
         )
         # cron and heartbeat sessions have no agent context to compact
-        if activity and crosses_compaction(window, self.settings.compaction, session.context_window):
+        limits = (self.settings.compaction, session.context_window, session.compaction)
+        if activity and crosses_compaction(window, *limits):
             await store.flag_compaction(tenant, session)
             emitted.append(CompactionImminent(
                 tenant_id=tenant, agent_id=event.agent_id, causation_id=event.event_id, session_key=key,
                 session_id=session.session_id, cycle=session.compaction_cycle, estimated_tokens=window.tokens,
                 transcript_bytes=window.bytes,
-                threshold_tokens=threshold_tokens(self.settings.compaction, session.context_window),
+                threshold_tokens=threshold_tokens(*limits),
             ))  # fmt: skip
         return emitted
 

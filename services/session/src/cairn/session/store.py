@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from cairn.events import AgentConfig, ResetPolicy
+from cairn.events import AgentConfig, CompactionPolicy, ResetPolicy
 from cairn.events.models import TranscriptLine
 from cairn.session.domain import reset_policy_for
 
@@ -23,7 +23,7 @@ RETURNING session_id
 # The agent's context window and reset policy ride along: no second query per message.
 LOCK_COLUMNS = """s.session_id, s.session_key, s.chat_type, s.last_position, s.reset_index, s.window_tokens,
     s.window_bytes, s.compaction_flagged, s.compaction_cycle, s.last_activity_at, a.context_window, a.reset_policy,
-    a.reset_by_type"""
+    a.reset_by_type, a.compaction"""
 LOCK_SESSION = f"""
 SELECT {LOCK_COLUMNS}
 FROM session.sessions s
@@ -66,12 +66,13 @@ WHERE tenant_id = $1 AND session_id = $2
 # Versions only move forward: a re-published older config never overwrites a newer one.
 SAVE_AGENT_SETTINGS = """
 INSERT INTO session.agent_settings (tenant_id, agent_id, context_window, reset_policy, config_version, reset_by_type,
-    dormant_after, archive_after)
-VALUES ($1, $2, $3, $4::jsonb, $5, $6::jsonb, $7, $8)
+    dormant_after, archive_after, compaction)
+VALUES ($1, $2, $3, $4::jsonb, $5, $6::jsonb, $7, $8, $9::jsonb)
 ON CONFLICT (tenant_id, agent_id) DO UPDATE
 SET context_window = excluded.context_window, reset_policy = excluded.reset_policy,
     config_version = excluded.config_version, reset_by_type = excluded.reset_by_type,
-    dormant_after = excluded.dormant_after, archive_after = excluded.archive_after, updated_at = now()
+    dormant_after = excluded.dormant_after, archive_after = excluded.archive_after, compaction = excluded.compaction,
+    updated_at = now()
 WHERE session.agent_settings.config_version <= excluded.config_version
 """
 FIND_EXTERNAL = "SELECT 1 FROM session.entries WHERE tenant_id = $1 AND channel = $2 AND external_id = $3"
@@ -128,6 +129,7 @@ class SessionRow:
     context_window: int | None = None  # the agent's, when it configured one
     reset_policy: ResetPolicy | None = None  # the agent's for this kind of session, when it configured one
     last_activity_at: datetime | None = None
+    compaction: CompactionPolicy | None = None  # the agent's thresholds, when it configured any
 
 
 @dataclass(frozen=True)
@@ -282,6 +284,7 @@ class PostgresTranscripts:
         await self._conn.execute(
             SAVE_AGENT_SETTINGS, tenant, agent, config.context_window, config.reset.model_dump_json(), version, by_type,
             _days(retention.dormant_after_days), _days(retention.archive_after_days),
+            config.compaction.model_dump_json(),
         )  # fmt: skip
 
     async def has_external_id(self, tenant: str, channel: str, external_id: str | None) -> bool:
@@ -336,6 +339,7 @@ def session_row(row: Any, created: bool) -> SessionRow:
         str(row["session_id"]), row["last_position"], row["reset_index"], row["window_tokens"], row["window_bytes"],
         row["compaction_flagged"], row["compaction_cycle"], created, row["context_window"],
         reset_policy_for(default, by_kind, row["chat_type"], row["session_key"]), row["last_activity_at"],
+        CompactionPolicy.model_validate_json(row["compaction"]) if row["compaction"] else None,
     )  # fmt: skip
 
 
