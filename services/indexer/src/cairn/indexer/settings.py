@@ -2,8 +2,11 @@
 
 from pydantic import Field
 
+from cairn.memindex import EmbeddingSettings, MemoryIndexSettings
 from cairn.platform.settings import HttpSettings, ServiceSettings, http_defaults
 
 
 class IndexerSettings(ServiceSettings):
     http: HttpSettings = Field(default_factory=http_defaults(8083))
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    memory: MemoryIndexSettings = Field(default_factory=MemoryIndexSettings)

@@ -1,9 +1,22 @@
 """Settings of the recall service."""
 
-from pydantic import Field
+from typing import Literal
 
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from cairn.memindex import EmbeddingSettings
 from cairn.platform.incognito import IncognitoSettings
 from cairn.platform.settings import HttpSettings, ServiceSettings, http_defaults
+
+
+class MemorySearchSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CAIRN_MEMORY_SEARCH_", extra="ignore")
+
+    fusion: Literal["weighted", "rrf"] = "weighted"
+    vector_weight: float = Field(default=0.7, ge=0, le=1)
+    half_life_days: float = Field(default=30.0, gt=0, description="dated notes lose half their score per half-life")
+    mmr_lambda: float = Field(default=0.7, ge=0, le=1, description="1 = relevance only, lower = more diversity")
 
 
 class RecallSettings(ServiceSettings):
@@ -16,3 +29,5 @@ class RecallSettings(ServiceSettings):
         default=1000, ge=100, description="most recent matches a search ranks at most (all of them below this)"
     )
     incognito: IncognitoSettings = Field(default_factory=IncognitoSettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    memory_search: MemorySearchSettings = Field(default_factory=MemorySearchSettings)

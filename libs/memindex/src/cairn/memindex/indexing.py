@@ -1,0 +1,132 @@
+"""From a document or a transcript to stored chunks: cut, reuse the vectors of unchanged text, embed the
+rest in batches, replace the old chunks. Used by the indexer's consumers and by `cairn reindex`, so a
+rebuild runs exactly the code that built the index in the first place."""
+
+import hashlib
+import re
+import uuid
+from collections.abc import Sequence
+from datetime import date, datetime
+
+import numpy as np
+
+from cairn.memindex import store
+from cairn.memindex.chunking import chunk_lines
+from cairn.memindex.embeddings import Embedder, Vectors
+from cairn.memindex.settings import MemoryIndexSettings
+from cairn.memindex.store import ChunkRow, Connection
+from cairn.memindex.transcripts import Turn, render_turn, sitting_breaks
+from cairn.text import index_terms, to_tsvector_literal
+
+_DATED = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
+EVERGREEN = ("MEMORY.md", "memory/bank/")
+
+
+def dated_note(path: str) -> date | None:
+    """The day a dated note is about (`memory/daily/2026-11-30.md`, snapshots, summaries); None for
+    `MEMORY.md` and bank files, which never age, and for undated files."""
+    if path == EVERGREEN[0] or path.startswith(EVERGREEN[1]):
+        return None
+    match = _DATED.search(path.rsplit("/", 1)[-1])
+    if match is None:
+        return None
+    try:
+        return date(int(match[1]), int(match[2]), int(match[3]))
+    except ValueError:
+        return None
+
+
+def content_hash(text: str) -> bytes:
+    return hashlib.sha256(text.encode()).digest()
+
+
+class MemoryIndex:
+    def __init__(self, embedder: Embedder, settings: MemoryIndexSettings) -> None:
+        self.embedder, self.settings = embedder, settings
+
+    async def put_document(
+        self, conn: Connection, tenant: str, agent: str, path: str, version: int, text: str, at: datetime
+    ) -> int:
+        """Replace the document's chunks by those of `text`; an older version than the indexed one is ignored."""
+        tenant_id = uuid.UUID(tenant)
+        indexed = await store.document_version(conn, tenant_id, agent, path)
+        if indexed is not None and indexed > version:
+            return 0
+        rows = self.document_rows(path, version, text, at)
+        vectors = await self._vectors(conn, tenant_id, rows)
+        await store.delete_document(conn, tenant_id, agent, path)
+        await store.insert_chunks(conn, tenant_id, agent, rows, self.embedder.model, vectors)
+        return len(rows)
+
+    async def delete_document(self, conn: Connection, tenant: str, agent: str, path: str) -> int:
+        return await store.delete_document(conn, uuid.UUID(tenant), agent, path)
+
+    def document_rows(self, path: str, version: int, text: str, at: datetime) -> list[ChunkRow]:
+        spans = chunk_lines(text.splitlines(), self.settings.chunk_tokens, self.settings.overlap_tokens)
+        dated = dated_note(path)
+        return [
+            _row("memory", s.first + 1, s.last + 1, s.text, path=path, version=version, dated=dated, occurred_at=at)
+            for s in spans
+        ]
+
+    async def index_session(self, conn: Connection, tenant: str, agent: str, session_id: uuid.UUID) -> int:
+        """Re-chunk the transcript from its last chunk on (earlier chunks never change: see `chunking`)."""
+        tenant_id = uuid.UUID(tenant)
+        start, turns, key = await store.session_tail(conn, tenant_id, session_id)
+        rows = self.session_rows(key, session_id, turns)
+        vectors = await self._vectors(conn, tenant_id, rows)
+        await store.delete_session_from(conn, tenant_id, agent, session_id, start)
+        await store.insert_chunks(conn, tenant_id, agent, rows, self.embedder.model, vectors)
+        return len(rows)
+
+    def session_rows(self, key: str, session_id: uuid.UUID, turns: Sequence[Turn]) -> list[ChunkRow]:
+        lines = [render_turn(turn) for turn in turns]
+        spans = chunk_lines(lines, self.settings.chunk_tokens, self.settings.overlap_tokens, sitting_breaks(turns))
+        return [
+            _row(
+                "sessions", turns[s.first].position, turns[s.last].position, s.text, session_key=key,
+                session_id=session_id, occurred_at=turns[s.first].occurred_at,
+                message_ids=tuple(uuid.UUID(t.message_id) for t in turns[s.first : s.last + 1]),
+            )
+            for s in spans
+        ]  # fmt: skip
+
+    async def reembed(self, conn: Connection, tenant: str, agent: str, batch: int) -> int:
+        """Give up to `batch` chunks of another model (or none) a vector of the configured model."""
+        model = self.embedder.model
+        if model is None:
+            return 0
+        tenant_id = uuid.UUID(tenant)
+        rows = await store.stale_chunks(conn, tenant_id, agent, model, batch)
+        if not rows:
+            return 0
+        vectors = await self.embedder.embed([row["text"] for row in rows])
+        await store.set_vectors(conn, tenant_id, [row["chunk_id"] for row in rows], model, vectors)
+        return len(rows)
+
+    async def _vectors(self, conn: Connection, tenant: uuid.UUID, rows: Sequence[ChunkRow]) -> Vectors | None:
+        """Vectors for `rows`: text already embedded by this model is reused, only the rest is embedded."""
+        model, dims = self.embedder.model, self.embedder.dimensions
+        if model is None or not rows:
+            return None
+        known = await store.known_vectors(conn, tenant, model, [row.content_hash for row in rows])
+        missing = [row for row in rows if row.content_hash not in known]
+        fresh = await self.embedder.embed([row.text for row in missing]) if missing else None
+        made = {row.content_hash: fresh[i] for i, row in enumerate(missing)} if fresh is not None else {}
+        width = dims or (fresh.shape[1] if fresh is not None else len(next(iter(known.values()))))
+        out = np.empty((len(rows), width), dtype=np.float32)
+        for i, row in enumerate(rows):
+            out[i] = made[row.content_hash] if row.content_hash in made else known[row.content_hash]
+        return out
+
+
+def _row(source: str, start: int, end: int, text: str, **fields: object) -> ChunkRow:
+    return ChunkRow(
+        source=source,
+        start_line=start,
+        end_line=end,
+        text=text,
+        terms=to_tsvector_literal(index_terms(text)),
+        content_hash=content_hash(text),
+        **fields,  # type: ignore[arg-type]
+    )

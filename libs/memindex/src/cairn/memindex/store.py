@@ -1,0 +1,241 @@
+"""SQL of the memory index (schema `indexer`), run on the connection of a tenant transaction.
+
+Chunks are replaced per document, or per transcript tail, in one transaction with the count the search
+uses to choose between an exact scan and the shared HNSW index.
+"""
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+import numpy as np
+
+from cairn.memindex.embeddings import Vectors
+from cairn.memindex.transcripts import Turn
+
+Connection = Any
+
+INSERT_CHUNK = """
+INSERT INTO indexer.memory_chunks (tenant_id, agent_id, source, path, version, session_key, session_id, start_line,
+    end_line, text, terms, content_hash, message_ids, dated, occurred_at, model, dims, embedding)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::tsvector, $12, $13, $14, $15, $16, $17, $18::real[]::vector)
+"""
+KNOWN_VECTORS = """
+SELECT DISTINCT ON (content_hash) content_hash, embedding::real[] AS embedding FROM indexer.memory_chunks
+WHERE tenant_id = $1 AND model = $2 AND content_hash = ANY($3::bytea[])
+"""
+DOCUMENT_VERSION = "SELECT max(version) FROM indexer.memory_chunks WHERE tenant_id = $1 AND agent_id = $2 AND path = $3"
+DELETE_DOCUMENT = "DELETE FROM indexer.memory_chunks WHERE tenant_id = $1 AND agent_id = $2 AND path = $3"
+COUNT_CHUNKS = """
+INSERT INTO indexer.memory_counts AS c (tenant_id, agent_id, chunks) VALUES ($1, $2, $3)
+ON CONFLICT (tenant_id, agent_id) DO UPDATE SET chunks = greatest(c.chunks + excluded.chunks, 0)
+"""
+INSERT_TURN = """
+INSERT INTO indexer.memory_turns (tenant_id, agent_id, session_id, position, reset_index, session_key, message_id,
+    role, sender_name, text, occurred_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+ON CONFLICT DO NOTHING
+"""
+# Debounced: every new turn pushes the session's due time back, but never past first_at + max delay.
+MARK_PENDING = """
+INSERT INTO indexer.memory_pending AS p (tenant_id, agent_id, session_id, session_key, first_at, due_at)
+VALUES ($1, $2, $3, $4, now(), now() + make_interval(secs => $5))
+ON CONFLICT (tenant_id, session_id) DO UPDATE
+SET due_at = least(now() + make_interval(secs => $5), p.first_at + make_interval(secs => $6))
+"""
+CLAIM_PENDING = """
+SELECT agent_id, due_at FROM indexer.memory_pending WHERE tenant_id = $1 AND session_id = $2
+FOR UPDATE SKIP LOCKED
+"""
+DONE_PENDING = "DELETE FROM indexer.memory_pending WHERE tenant_id = $1 AND session_id = $2"
+LAST_CHUNK_START = """
+SELECT coalesce(max(start_line), 0) FROM indexer.memory_chunks
+WHERE tenant_id = $1 AND session_id = $2 AND session_id IS NOT NULL
+"""
+TURNS_FROM = """
+SELECT position, reset_index, message_id::text, role, sender_name, text, occurred_at, session_key
+FROM indexer.memory_turns WHERE tenant_id = $1 AND session_id = $2 AND position >= $3
+ORDER BY position
+"""
+DELETE_SESSION_FROM = """
+DELETE FROM indexer.memory_chunks WHERE tenant_id = $1 AND session_id = $2 AND start_line >= $3
+AND session_id IS NOT NULL
+"""
+REMEMBER = "SELECT remember FROM indexer.memory_agents WHERE tenant_id = $1 AND agent_id = $2"
+SAVE_REMEMBER = """
+INSERT INTO indexer.memory_agents AS a (tenant_id, agent_id, remember, config_version) VALUES ($1, $2, $3, $4)
+ON CONFLICT (tenant_id, agent_id) DO UPDATE SET remember = excluded.remember, config_version = excluded.config_version
+WHERE a.config_version <= excluded.config_version
+RETURNING remember
+"""
+DELETE_AGENT_SESSIONS = """
+DELETE FROM indexer.memory_chunks WHERE tenant_id = $1 AND agent_id = $2 AND source = 'sessions'
+"""
+AGENT_SESSIONS = """
+SELECT session_id, min(session_key) AS session_key FROM indexer.memory_turns
+WHERE tenant_id = $1 AND agent_id = $2 GROUP BY session_id
+"""
+STALE_CHUNKS = """
+SELECT chunk_id, content_hash, text FROM indexer.memory_chunks
+WHERE tenant_id = $1 AND agent_id = $2 AND model IS DISTINCT FROM $3
+LIMIT $4
+"""
+SET_VECTOR = """
+UPDATE indexer.memory_chunks SET model = $3, dims = $4, embedding = $5::real[]::vector
+WHERE tenant_id = $1 AND chunk_id = $2
+"""
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    """One chunk as stored; `message_ids` are the transcript entries it was cut from."""
+
+    source: str
+    start_line: int
+    end_line: int
+    text: str
+    terms: str
+    content_hash: bytes
+    path: str | None = None
+    version: int | None = None
+    session_key: str | None = None
+    session_id: uuid.UUID | None = None
+    message_ids: tuple[uuid.UUID, ...] = ()
+    dated: date | None = None
+    occurred_at: datetime | None = None
+
+
+async def known_vectors(conn: Connection, tenant: uuid.UUID, model: str, hashes: Sequence[bytes]) -> dict[bytes, Any]:
+    rows = await conn.fetch(KNOWN_VECTORS, tenant, model, list(hashes))
+    return {bytes(row["content_hash"]): row["embedding"] for row in rows}
+
+
+async def insert_chunks(
+    conn: Connection,
+    tenant: uuid.UUID,
+    agent: str,
+    rows: Sequence[ChunkRow],
+    model: str | None,
+    vectors: Vectors | None,
+) -> None:
+    """One pipelined batch: HNSW insertion costs milliseconds per row, round trips should not add to it."""
+    if vectors is None:
+        model, dims, embeddings = None, None, [None] * len(rows)
+    else:
+        dims, embeddings = int(vectors.shape[1]), vectors.tolist()
+    await conn.executemany(
+        INSERT_CHUNK,
+        [
+            (tenant, agent, r.source, r.path, r.version, r.session_key, r.session_id, r.start_line, r.end_line, r.text,
+             r.terms, r.content_hash, list(r.message_ids), r.dated, r.occurred_at, model, dims, embeddings[i])
+            for i, r in enumerate(rows)
+        ],
+    )  # fmt: skip
+    await count(conn, tenant, agent, len(rows))
+
+
+async def count(conn: Connection, tenant: uuid.UUID, agent: str, delta: int) -> None:
+    if delta:
+        await conn.execute(COUNT_CHUNKS, tenant, agent, delta)
+
+
+def deleted(status: str) -> int:
+    """Rows removed, from asyncpg's command status (`DELETE 12`)."""
+    return int(status.rsplit(" ", 1)[-1])
+
+
+async def document_version(conn: Connection, tenant: uuid.UUID, agent: str, path: str) -> int | None:
+    version: int | None = await conn.fetchval(DOCUMENT_VERSION, tenant, agent, path)
+    return version
+
+
+async def delete_document(conn: Connection, tenant: uuid.UUID, agent: str, path: str) -> int:
+    removed = deleted(await conn.execute(DELETE_DOCUMENT, tenant, agent, path))
+    await count(conn, tenant, agent, -removed)
+    return removed
+
+
+async def add_turn(
+    conn: Connection, tenant: uuid.UUID, agent: str, session_id: uuid.UUID, key: str, turn: Turn
+) -> None:
+    await conn.execute(
+        INSERT_TURN, tenant, agent, session_id, turn.position, turn.reset_index, key, uuid.UUID(turn.message_id),
+        turn.role, turn.sender_name, turn.text, turn.occurred_at,
+    )  # fmt: skip
+
+
+async def mark_pending(
+    conn: Connection, tenant: uuid.UUID, agent: str, session_id: uuid.UUID, key: str, delays: tuple[float, float]
+) -> None:
+    await conn.execute(MARK_PENDING, tenant, agent, session_id, key, *delays)
+
+
+async def claim_pending(conn: Connection, tenant: uuid.UUID, session_id: uuid.UUID) -> str | None:
+    """The agent of a due session, locked for this transaction; None when another worker holds it."""
+    row = await conn.fetchrow(CLAIM_PENDING, tenant, session_id)
+    return None if row is None else str(row["agent_id"])
+
+
+async def finish_pending(conn: Connection, tenant: uuid.UUID, session_id: uuid.UUID) -> None:
+    await conn.execute(DONE_PENDING, tenant, session_id)
+
+
+async def remembers(conn: Connection, tenant: uuid.UUID, agent: str) -> bool:
+    """An agent never configured has the default config (dm_scope main): it remembers."""
+    remember = await conn.fetchval(REMEMBER, tenant, agent)
+    return True if remember is None else bool(remember)
+
+
+async def save_remember(conn: Connection, tenant: uuid.UUID, agent: str, remember: bool, version: int) -> bool | None:
+    """Store the setting unless a newer config is stored already; returns what is now in force (None: stale)."""
+    value = await conn.fetchval(SAVE_REMEMBER, tenant, agent, remember, version)
+    return None if value is None else bool(value)
+
+
+async def session_tail(conn: Connection, tenant: uuid.UUID, session_id: uuid.UUID) -> tuple[int, list[Turn], str]:
+    """Where the session's last chunk starts, the turns from there on, and the session's key."""
+    start = int(await conn.fetchval(LAST_CHUNK_START, tenant, session_id))
+    rows = await conn.fetch(TURNS_FROM, tenant, session_id, start)
+    turns = [
+        Turn(r["position"], r["reset_index"], r["message_id"], r["role"], r["sender_name"], r["text"], r["occurred_at"])
+        for r in rows
+    ]
+    return start, turns, (rows[-1]["session_key"] if rows else "")
+
+
+async def delete_session_from(
+    conn: Connection, tenant: uuid.UUID, agent: str, session_id: uuid.UUID, start: int
+) -> int:
+    removed = deleted(await conn.execute(DELETE_SESSION_FROM, tenant, session_id, start))
+    await count(conn, tenant, agent, -removed)
+    return removed
+
+
+async def forget_sessions(conn: Connection, tenant: uuid.UUID, agent: str) -> int:
+    removed = deleted(await conn.execute(DELETE_AGENT_SESSIONS, tenant, agent))
+    await count(conn, tenant, agent, -removed)
+    return removed
+
+
+async def agent_sessions(conn: Connection, tenant: uuid.UUID, agent: str) -> list[tuple[uuid.UUID, str]]:
+    rows = await conn.fetch(AGENT_SESSIONS, tenant, agent)
+    return [(r["session_id"], r["session_key"]) for r in rows]
+
+
+async def stale_chunks(conn: Connection, tenant: uuid.UUID, agent: str, model: str, limit: int) -> list[Any]:
+    return list(await conn.fetch(STALE_CHUNKS, tenant, agent, model, limit))
+
+
+async def set_vectors(
+    conn: Connection, tenant: uuid.UUID, chunk_ids: Sequence[uuid.UUID], model: str, vectors: Vectors
+) -> None:
+    dims = int(vectors.shape[1])
+    await conn.executemany(
+        SET_VECTOR, [(tenant, chunk_id, model, dims, vectors[i].tolist()) for i, chunk_id in enumerate(chunk_ids)]
+    )
+
+
+def as_vectors(rows: Sequence[Any]) -> Vectors:
+    return np.asarray(rows, dtype=np.float32)

@@ -1,0 +1,72 @@
+"""Background work of the memory index, polled: sessions whose debounce ran out are chunked, and chunks
+embedded by another model than the configured one are re-embedded in batches (the search uses only
+vectors of the configured model meanwhile, so the index is never mixed). Idempotent; every replica may
+run it: a due session is claimed with SKIP LOCKED."""
+
+import asyncio
+import logging
+import uuid
+
+import asyncpg
+
+from cairn.memindex import MemoryIndex, store
+from cairn.memindex.embeddings import RemoteEmbeddingError
+from cairn.platform.postgres import tenant_transaction
+
+log = logging.getLogger(__name__)
+
+DUE_SESSIONS = "SELECT tenant_id::text, agent_id, session_id FROM indexer.due_memory_sessions($1)"
+STALE_AGENTS = "SELECT tenant_id::text, agent_id, stale FROM indexer.stale_memory_agents($1)"
+REEMBED_BATCH = 64
+
+
+class MemoryWorker:
+    consumer = "memory-index-worker"
+    stream = "-"
+
+    def __init__(self, pool: "asyncpg.Pool[asyncpg.Record]", index: MemoryIndex) -> None:
+        self._pool, self._index = pool, index
+
+    async def run(self) -> None:
+        while True:
+            try:
+                busy = await self.index_due_sessions() + await self.reembed_some()
+            except (OSError, asyncpg.PostgresError, RemoteEmbeddingError) as error:  # the next round retries
+                log.error("memory index work failed, will retry: %s", error)
+                busy = 0
+            if not busy:
+                await asyncio.sleep(self._index.settings.poll_s)
+
+    async def index_due_sessions(self, limit: int = 50) -> int:
+        async with self._pool.acquire() as conn:
+            due = await conn.fetch(DUE_SESSIONS, limit)
+        done = 0
+        for row in due:
+            done += await self.index_session(row["tenant_id"], row["session_id"])
+        return done
+
+    async def index_session(self, tenant: str, session_id: uuid.UUID) -> int:
+        """Chunk one due session if no other replica holds it; 1 when done, 0 when skipped."""
+        async with tenant_transaction(self._pool, tenant) as conn:
+            agent = await store.claim_pending(conn, uuid.UUID(tenant), session_id)
+            if agent is None:
+                return 0
+            if await store.remembers(conn, uuid.UUID(tenant), agent):
+                await self._index.index_session(conn, tenant, agent, session_id)
+            await store.finish_pending(conn, uuid.UUID(tenant), session_id)
+        return 1
+
+    async def reembed_some(self) -> int:
+        """One batch per agent whose vectors are of another model; returns how many chunks got a vector."""
+        model = self._index.embedder.model
+        if model is None:
+            return 0
+        async with self._pool.acquire() as conn:
+            stale = await conn.fetch(STALE_AGENTS, model)
+        done = 0
+        for row in stale:
+            async with tenant_transaction(self._pool, row["tenant_id"]) as conn:
+                done += await self._index.reembed(conn, row["tenant_id"], row["agent_id"], REEMBED_BATCH)
+            log.info("re-embedding %s/%s with %s: %d chunks left", row["tenant_id"], row["agent_id"], model,
+                     max(row["stale"] - REEMBED_BATCH, 0))  # fmt: skip
+        return done

@@ -1,0 +1,149 @@
+"""Memory search and index status (API.md, query side): `POST /v1/memory/search`, `GET /v1/memory/status`."""
+
+from datetime import UTC, datetime
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, Field
+
+from cairn.memindex import Embedder
+from cairn.platform.auth import Tenant
+from cairn.platform.runtime import runtime_of
+from cairn.recall.memory_queries import MemoryReads
+from cairn.recall.memory_search import Hit, MemoryQuery, MemorySearch
+
+router = APIRouter(tags=["memory"])
+AgentId = Annotated[str, Query(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+SOURCES = {"memory": ("memory",), "sessions": ("sessions",), "all": ("memory", "sessions")}
+
+
+class MemorySearchRequest(BaseModel):
+    agent_id: str = Field(default="main", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    query: str = Field(min_length=1, max_length=4096)
+    limit: int = Field(default=6, ge=1, le=50)
+    min_score: float | None = Field(default=None, ge=0, le=1)
+    corpus: Literal["memory", "sessions", "all"] = "memory"
+    caller_session_key: str | None = Field(
+        default=None, max_length=512, description="the asking session: its own transcript is left out"
+    )
+
+
+class MemoryHit(BaseModel):
+    path: str = Field(description="the document's path, or `sessions/<session key>` for a transcript hit")
+    start_line: int = Field(description="first line of the chunk (for a transcript: position of its first entry)")
+    end_line: int
+    score: float = Field(description="fused relevance in [0, 1], after time decay")
+    snippet: str = Field(description="at most 700 characters, redacted")
+    source: Literal["memory", "sessions"]
+    citation: str = Field(description="a query-API URL that opens the chunk's lines or the session's history")
+    message_ids: list[str] = Field(description="transcript entries the chunk was cut from (empty for documents)")
+    session_key: str | None = None
+    session_id: str | None = None
+    occurred_at: datetime | None = None
+
+
+class MemorySearchResponse(BaseModel):
+    results: list[MemoryHit]
+    fallbacks: list[str] = Field(description="degraded modes used for this search, e.g. lexical only")
+
+
+class IndexCounts(BaseModel):
+    documents: int
+    chunks: int
+    memory_chunks: int
+    session_chunks: int
+    chunks_without_current_vector: int
+
+
+class PendingWork(BaseModel):
+    sessions: int = Field(description="remembered sessions with turns waiting for their debounce")
+    documents: int = Field(description="documents whose current version is not chunked yet")
+    reembed: int = Field(description="chunks waiting for a vector of the configured model")
+
+
+class MemoryStatus(BaseModel):
+    backend: str
+    provider: str
+    model: str | None
+    dimensions: int | None
+    documents: int
+    chunks: int
+    counts: IndexCounts
+    pending: PendingWork
+    index_lag_s: float = Field(description="age of the oldest change not yet searchable (0 when none)")
+    last_indexed_at: datetime | None
+    fallbacks: list[str]
+
+
+def _search(request: Request) -> MemorySearch:
+    search: MemorySearch = runtime_of(request).extras["memory_search"]
+    return search
+
+
+def _to_hit(hit: Hit) -> MemoryHit:
+    d = hit.detail
+    return MemoryHit(
+        path=d.path if d.source == "memory" and d.path else f"sessions/{d.session_key}",
+        start_line=d.start_line,
+        end_line=d.end_line,
+        score=hit.score,
+        snippet=hit.snippet,
+        source="memory" if d.source == "memory" else "sessions",
+        citation=hit.citation,
+        message_ids=d.message_ids,
+        session_key=d.session_key,
+        session_id=d.session_id,
+        occurred_at=d.occurred_at,
+    )
+
+
+@router.post("/v1/memory/search", response_model=MemorySearchResponse)
+async def search_memory(body: MemorySearchRequest, tenant: Tenant, request: Request) -> MemorySearchResponse:
+    """Find memory by meaning and by exact words: documents, remembered conversations, or both."""
+    query = MemoryQuery(
+        body.agent_id, body.query, body.limit, body.min_score, SOURCES[body.corpus], body.caller_session_key
+    )
+    found = await _search(request).search(tenant, query)
+    return MemorySearchResponse(results=[_to_hit(h) for h in found.hits], fallbacks=found.fallbacks)
+
+
+@router.get("/v1/memory/status", response_model=MemoryStatus)
+async def memory_status(tenant: Tenant, request: Request, agent_id: AgentId = "main") -> MemoryStatus:
+    """What the memory index holds for an agent, what it is still working on, and how it degrades."""
+    embedder: Embedder = runtime_of(request).extras["embedder"]
+    reads: MemoryReads = runtime_of(request).extras["memory_reads"]
+    raw = await reads.status(tenant, agent_id, embedder.model)
+    chunks, pending, documents = raw["chunks"], raw["pending"], raw["documents"]
+    reembed = int(chunks["without_vector"]) if embedder.model else 0
+    counts = IndexCounts(
+        documents=chunks["documents"],
+        chunks=chunks["memory_chunks"] + chunks["session_chunks"],
+        memory_chunks=chunks["memory_chunks"],
+        session_chunks=chunks["session_chunks"],
+        chunks_without_current_vector=reembed,
+    )
+    now = datetime.now(UTC)
+    oldest = [t for t in (pending["oldest"], documents["oldest"]) if t is not None]
+    return MemoryStatus(
+        backend="postgres (pgvector hnsw, cosine) + tsvector",
+        provider=embedder.provider,
+        model=embedder.model,
+        dimensions=embedder.dimensions,
+        documents=counts.documents,
+        chunks=counts.chunks,
+        counts=counts,
+        pending=PendingWork(sessions=pending["sessions"], documents=documents["documents"], reembed=reembed),
+        index_lag_s=round(max(((now - t).total_seconds() for t in oldest), default=0.0), 3),
+        last_indexed_at=chunks["last_indexed_at"],
+        fallbacks=_fallbacks(embedder, reembed),
+    )
+
+
+def _fallbacks(embedder: Embedder, reembed: int) -> list[str]:
+    if embedder.model is None:
+        return ["lexical only: no embedding provider is configured (CAIRN_EMBEDDING_PROVIDER=none)"]
+    if reembed:
+        return [
+            f"re-embedding: {reembed} chunks are found by their words only until they have a {embedder.model} vector"
+        ]
+    return []

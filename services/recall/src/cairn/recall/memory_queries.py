@@ -1,0 +1,162 @@
+"""Read-side SQL of the memory index: lexical and vector candidates, chunk details, status.
+
+The vector side must not starve a small agent that shares the HNSW index with a large one: a filtered
+HNSW scan returns the `ef_search` nearest rows of the whole index and only then filters them. So an
+agent with few chunks is searched exactly (its rows by the btree index, cosine for each: cheap and
+exact), and a large one through HNSW with pgvector 0.8's iterative scan, allowed to visit enough
+tuples for its share of the index to fill the candidate list.
+"""
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+import asyncpg
+
+from cairn.platform.postgres import tenant_transaction
+
+SUPPORTED_DIMS = (384, 512, 768, 1024, 1536)  # each has a partial HNSW index (migration 0023)
+EXACT_UP_TO = 10_000  # chunks of an agent searched exactly; more go through HNSW
+
+_FILTER = """tenant_id = $1 AND agent_id = $2 AND source = ANY($3::text[])
+  AND ($4::text IS NULL OR session_key IS DISTINCT FROM $4)"""
+
+LEXICAL = f"""
+SELECT chunk_id, ts_rank_cd(terms, any_q, 32) + CASE WHEN terms @@ all_q THEN 1.0 ELSE 0.0 END AS score
+FROM indexer.memory_chunks, CAST($5 AS tsquery) AS any_q, CAST($6 AS tsquery) AS all_q
+WHERE {_FILTER} AND terms @@ any_q
+ORDER BY score DESC, chunk_id
+LIMIT $7
+"""
+# `+ 0` keeps the planner off the HNSW indexes: this is the exact scan of one agent's rows.
+EXACT_VECTOR = f"""
+SELECT chunk_id, 1 - (embedding <=> $5::real[]::vector) AS score
+FROM indexer.memory_chunks
+WHERE {_FILTER} AND model = $6
+ORDER BY (embedding <=> $5::real[]::vector) + 0
+LIMIT $7
+"""
+_ANN = """
+WITH nearest AS MATERIALIZED (
+    SELECT chunk_id, embedding::vector({d}) <=> $5::real[]::vector({d}) AS distance
+    FROM indexer.memory_chunks
+    WHERE dims = {d} AND {filter} AND model = $6
+    ORDER BY embedding::vector({d}) <=> $5::real[]::vector({d})
+    LIMIT $7
+)
+SELECT chunk_id, 1 - distance AS score FROM nearest ORDER BY distance
+"""
+ANN_VECTOR = {d: _ANN.format(d=d, filter=_FILTER) for d in SUPPORTED_DIMS}
+# Relaxed order (re-sorted above) visits the graph once; the bound is sized per query, see `ann_settings`.
+SET_ANN = """
+SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', $1, true),
+       set_config('hnsw.max_scan_tuples', $2, true)
+"""
+AGENT_CHUNKS = "SELECT chunks FROM indexer.memory_counts WHERE tenant_id = $1 AND agent_id = $2"
+INDEX_ROWS = "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'indexer.memory_chunks'::regclass"
+DETAILS = """
+SELECT chunk_id, source, path, session_key, session_id::text, start_line, end_line, text,
+       message_ids::text[] AS message_ids, dated, occurred_at,
+       CASE WHEN model = $3 THEN embedding::real[] END AS embedding
+FROM indexer.memory_chunks WHERE tenant_id = $1 AND chunk_id = ANY($2::uuid[])
+"""
+STATUS_CHUNKS = """
+SELECT count(*) FILTER (WHERE source = 'memory') AS memory_chunks,
+       count(*) FILTER (WHERE source = 'sessions') AS session_chunks,
+       count(DISTINCT path) AS documents,
+       count(*) FILTER (WHERE model IS DISTINCT FROM $3) AS without_vector,
+       max(indexed_at) AS last_indexed_at
+FROM indexer.memory_chunks WHERE tenant_id = $1 AND agent_id = $2
+"""
+STATUS_PENDING = """
+SELECT count(*) AS sessions, min(first_at) AS oldest FROM indexer.memory_pending WHERE tenant_id = $1 AND agent_id = $2
+"""
+# Documents whose current version has no chunks yet (empty documents have none to wait for).
+STATUS_DOCUMENTS = """
+SELECT count(*) AS documents, min(d.updated_at) AS oldest FROM consolidation.documents d
+WHERE d.tenant_id = $1 AND d.agent_id = $2 AND NOT d.deleted AND d.text ~ '\\S'
+  AND NOT EXISTS (SELECT 1 FROM indexer.memory_chunks c WHERE c.tenant_id = d.tenant_id AND c.agent_id = d.agent_id
+                  AND c.path = d.path AND c.version >= d.version)
+"""
+
+
+@dataclass(frozen=True)
+class Where:
+    """What a search may see: one agent's chunks of these sources, minus the caller's own session."""
+
+    tenant: str
+    agent: str
+    sources: tuple[str, ...]
+    exclude_session_key: str | None
+
+
+@dataclass(frozen=True)
+class ChunkDetail:
+    chunk_id: str
+    source: str
+    path: str | None
+    session_key: str | None
+    session_id: str | None
+    start_line: int
+    end_line: int
+    text: str
+    message_ids: list[str]
+    dated: date | None
+    occurred_at: datetime | None
+    embedding: list[float] | None
+
+
+def ann_settings(limit: int, agent_chunks: int, index_rows: int) -> tuple[str, str]:
+    """ef_search and the iterative scan's tuple bound: enough visits that the agent's share of the index
+    yields `limit` rows on average, four times over (pgvector's default bound is 20,000)."""
+    share = max(agent_chunks, 1) / max(index_rows, agent_chunks, 1)
+    bound = min(max(int(4 * limit / share), 20_000), 2_000_000)
+    return str(min(max(2 * limit, 40), 1000)), str(bound)
+
+
+class MemoryReads:
+    def __init__(self, pool: "asyncpg.Pool[asyncpg.Record]") -> None:
+        self._pool = pool
+
+    async def lexical(self, where: Where, any_q: str, all_q: str, limit: int) -> dict[str, float]:
+        async with tenant_transaction(self._pool, where.tenant) as conn:
+            rows = await conn.fetch(LEXICAL, *_params(where), any_q, all_q, limit)
+        return {str(r["chunk_id"]): float(r["score"]) for r in rows}
+
+    async def vector(
+        self, where: Where, query: Sequence[float], model: str, limit: int, exact_up_to: int = EXACT_UP_TO
+    ) -> dict[str, float]:
+        async with tenant_transaction(self._pool, where.tenant) as conn:
+            chunks = await conn.fetchval(AGENT_CHUNKS, uuid.UUID(where.tenant), where.agent) or 0
+            if chunks <= exact_up_to or len(query) not in ANN_VECTOR:
+                rows = await conn.fetch(EXACT_VECTOR, *_params(where), list(query), model, limit)
+            else:
+                ef_search, bound = ann_settings(limit, chunks, await conn.fetchval(INDEX_ROWS))
+                await conn.execute(SET_ANN, ef_search, bound)
+                rows = await conn.fetch(ANN_VECTOR[len(query)], *_params(where), list(query), model, limit)
+        return {str(r["chunk_id"]): float(r["score"]) for r in rows}
+
+    async def details(self, tenant: str, chunk_ids: Sequence[str], model: str | None) -> list[ChunkDetail]:
+        async with tenant_transaction(self._pool, tenant) as conn:
+            rows = await conn.fetch(DETAILS, uuid.UUID(tenant), [uuid.UUID(c) for c in chunk_ids], model)
+        return [
+            ChunkDetail(
+                str(r["chunk_id"]), r["source"], r["path"], r["session_key"], r["session_id"], r["start_line"],
+                r["end_line"], r["text"], list(r["message_ids"]), r["dated"], r["occurred_at"], r["embedding"],
+            )
+            for r in rows
+        ]  # fmt: skip
+
+    async def status(self, tenant: str, agent: str, model: str | None) -> dict[str, Any]:
+        tenant_id = uuid.UUID(tenant)
+        async with tenant_transaction(self._pool, tenant) as conn:
+            chunks = await conn.fetchrow(STATUS_CHUNKS, tenant_id, agent, model)
+            pending = await conn.fetchrow(STATUS_PENDING, tenant_id, agent)
+            documents = await conn.fetchrow(STATUS_DOCUMENTS, tenant_id, agent)
+        return {"chunks": dict(chunks or {}), "pending": dict(pending or {}), "documents": dict(documents or {})}
+
+
+def _params(where: Where) -> tuple[Any, ...]:
+    return uuid.UUID(where.tenant), where.agent, list(where.sources), where.exclude_session_key

@@ -1,0 +1,101 @@
+"""Pure ranking of memory search candidates: fusion of the lexical and vector sides, time decay of dated
+notes, and maximal marginal relevance (MMR) so that near-duplicates do not fill the list. No I/O."""
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import date
+from typing import Literal
+
+import numpy as np
+
+from cairn.memindex import Vectors
+
+Fusion = Literal["weighted", "rrf"]
+RRF_K = 60
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A chunk found by either side. `lexical` is its full-text rank (0 when the words did not match),
+    `vector` its cosine similarity to the query (None without a vector of the query's model)."""
+
+    key: str
+    lexical: float
+    vector: float | None
+    dated: date | None
+    terms: frozenset[str]
+    score: float = 0.0
+
+
+@dataclass(frozen=True)
+class RankingOptions:
+    fusion: Fusion = "weighted"
+    vector_weight: float = 0.7
+    half_life_days: float = 30.0
+    mmr_lambda: float = 0.7
+
+
+def fuse(candidates: Sequence[Candidate], options: RankingOptions) -> list[Candidate]:
+    """Each candidate scored in [0, 1]. Weighted: cosine and the lexical rank scaled by the best lexical
+    rank of this query. RRF: reciprocal ranks on both sides, scaled so that first on both sides is 1."""
+    if not candidates:
+        return []
+    has_vectors = any(c.vector is not None for c in candidates)
+    weight = options.vector_weight if has_vectors else 0.0
+    if options.fusion == "rrf":
+        lexical_rank = _ranks([c.lexical for c in candidates])
+        vector_rank = _ranks([c.vector or 0.0 for c in candidates])
+        best = (1 - weight) / (RRF_K + 1) + weight / (RRF_K + 1)
+        scored = [
+            (1 - weight) * _reciprocal(lexical_rank[i], c.lexical > 0) + weight * _reciprocal(vector_rank[i], c.vector)
+            for i, c in enumerate(candidates)
+        ]
+        return [replace(c, score=s / best) for c, s in zip(candidates, scored, strict=True)]
+    top = max(c.lexical for c in candidates) or 1.0
+    return [replace(c, score=(1 - weight) * c.lexical / top + weight * max(c.vector or 0.0, 0.0)) for c in candidates]
+
+
+def _ranks(values: Sequence[float]) -> list[int]:
+    order = sorted(range(len(values)), key=lambda i: -values[i])
+    ranks = [0] * len(values)
+    for rank, index in enumerate(order, start=1):
+        ranks[index] = rank
+    return ranks
+
+
+def _reciprocal(rank: int, present: object) -> float:
+    return 1.0 / (RRF_K + rank) if present else 0.0
+
+
+def decay(candidates: Sequence[Candidate], today: date, half_life_days: float) -> list[Candidate]:
+    """Dated notes lose half their score every `half_life_days`; undated ones (MEMORY.md, bank files,
+    transcripts) keep it. A note dated in the future counts as today's."""
+    return [
+        c if c.dated is None else replace(c, score=c.score * 0.5 ** (max((today - c.dated).days, 0) / half_life_days))
+        for c in candidates
+    ]
+
+
+def mmr(candidates: Sequence[Candidate], vectors: dict[str, Vectors], limit: int, lambda_: float) -> list[Candidate]:
+    """Greedy MMR: the next pick maximises `λ·score − (1−λ)·max similarity to the picks so far`. Similarity
+    is the cosine of the chunks' vectors, or the Jaccard overlap of their terms when one has none."""
+    pool = sorted(candidates, key=lambda c: -c.score)
+    picked: list[Candidate] = []
+    while pool and len(picked) < limit:
+        best_index, best_value = 0, -math.inf
+        for index, candidate in enumerate(pool):
+            redundancy = max((_similarity(candidate, p, vectors) for p in picked), default=0.0)
+            value = lambda_ * candidate.score - (1 - lambda_) * redundancy
+            if value > best_value:
+                best_index, best_value = index, value
+        picked.append(pool.pop(best_index))
+    return picked
+
+
+def _similarity(a: Candidate, b: Candidate, vectors: dict[str, Vectors]) -> float:
+    va, vb = vectors.get(a.key), vectors.get(b.key)
+    if va is not None and vb is not None:
+        return float(np.dot(va, vb))
+    union = a.terms | b.terms
+    return len(a.terms & b.terms) / len(union) if union else 0.0
