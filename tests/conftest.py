@@ -37,6 +37,9 @@ def stack(span_collector: SpanCollector) -> Iterator[LocalStack]:
         "CAIRN_NATS_MAX_DELIVER": "3",
         # A small context window so the compaction threshold (window − 24000, at least window/10) is reachable.
         "CAIRN_SESSION_CONTEXT_WINDOW": "2000",
+        # Remembered transcripts are chunked after a short quiet time, so tests need not wait 5 s.
+        "CAIRN_MEMORY_DEBOUNCE_S": "0.3",
+        "CAIRN_MEMORY_POLL_S": "0.2",
     }
     local = LocalStack(home, durable=False, extra_env=env)
     local._assign_ports()

@@ -26,6 +26,7 @@ class Candidate:
     dated: date | None
     terms: frozenset[str]
     score: float = 0.0
+    coverage: float = 1.0  # weighted share of the query's terms the chunk contains
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,25 @@ def fuse(candidates: Sequence[Candidate], options: RankingOptions) -> list[Candi
         ]
         return [replace(c, score=s / best) for c, s in zip(candidates, scored, strict=True)]
     top = max(c.lexical for c in candidates) or 1.0
-    return [replace(c, score=(1 - weight) * c.lexical / top + weight * max(c.vector or 0.0, 0.0)) for c in candidates]
+    return [
+        replace(c, score=(1 - weight) * c.coverage * c.lexical / top + weight * max(c.vector or 0.0, 0.0))
+        for c in candidates
+    ]
+
+
+# Words that carry little meaning of their own: a chunk matching only these matched almost nothing.
+_FUNCTION_WORDS = """a an and are as at be but by can did do does for from had has have he her him his how i if in
+    is it its me my of on or our she so that the their them they this to was we were what when where which who why
+    will with you your 的 了 是 在 我 你 他 她 吗 呢 吧 和 也 都 就 有"""
+FUNCTION_WORDS = frozenset(_FUNCTION_WORDS.split())
+MINOR_WEIGHT = 0.1
+
+
+def coverage(query_terms: Sequence[str], chunk_terms: frozenset[str]) -> float:
+    """Weighted share of the query's terms found in the chunk; function words weigh a tenth."""
+    weights = {term: MINOR_WEIGHT if term in FUNCTION_WORDS else 1.0 for term in query_terms}
+    total = sum(weights.values())
+    return sum(w for term, w in weights.items() if term in chunk_terms) / total if total else 0.0
 
 
 def _ranks(values: Sequence[float]) -> list[int]:

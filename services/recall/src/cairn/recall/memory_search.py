@@ -13,8 +13,8 @@ import numpy as np
 from cairn.memindex import Embedder
 from cairn.memindex.embeddings import RemoteEmbeddingError
 from cairn.recall.memory_queries import ChunkDetail, MemoryReads, Where
-from cairn.recall.memory_ranking import Candidate, RankingOptions, decay, fuse, mmr
-from cairn.text import build_query, index_terms, snippet
+from cairn.recall.memory_ranking import Candidate, RankingOptions, coverage, decay, fuse, mmr
+from cairn.text import build_query, index_terms, query_terms, snippet
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +65,10 @@ class MemorySearch:
         if not ids:
             return found
         details = {d.chunk_id: d for d in await self._reads.details(tenant, ids, self._embedder.model)}
-        candidates, vectors = self._candidates(details, lexical, query_vector)
+        candidates, vectors = self._candidates(details, lexical, query_vector, query_terms(query.text))
         ranked = decay(fuse(candidates, self._options), datetime.now(UTC).date(), self._options.half_life_days)
         if query.min_score is not None:
-            ranked = [c for c in ranked if c.score >= query.min_score]
+            ranked = [c for c in ranked if round(c.score, 6) >= query.min_score]  # as reported
         picked = mmr(ranked, vectors, query.limit, self._options.mmr_lambda)
         terms = parsed.terms if parsed else ()
         found.hits = [self._hit(details[c.key], c.score, terms, query.agent) for c in picked]
@@ -91,22 +91,22 @@ class MemorySearch:
 
     @staticmethod
     def _candidates(
-        details: dict[str, ChunkDetail], lexical: dict[str, float], query_vector: np.ndarray | None
+        details: dict[str, ChunkDetail],
+        lexical: dict[str, float],
+        query_vector: np.ndarray | None,
+        wanted: Sequence[str],
     ) -> tuple[list[Candidate], dict[str, np.ndarray]]:
         """Both scores for every candidate: a chunk found by one side is scored by the other one too."""
         vectors = {k: np.asarray(d.embedding, dtype=np.float32) for k, d in details.items() if d.embedding}
-        candidates = [
-            Candidate(
-                key=key,
-                lexical=lexical.get(key, 0.0),
-                vector=float(np.dot(vectors[key], query_vector))
-                if query_vector is not None and key in vectors
-                else None,
-                dated=detail.dated,
-                terms=frozenset(index_terms(detail.text)),
+        candidates = []
+        for key, detail in details.items():
+            terms = frozenset(index_terms(detail.text))
+            similarity = None
+            if query_vector is not None and key in vectors:
+                similarity = float(np.dot(vectors[key], query_vector))
+            candidates.append(
+                Candidate(key, lexical.get(key, 0.0), similarity, detail.dated, terms, coverage=coverage(wanted, terms))
             )
-            for key, detail in details.items()
-        ]
         return candidates, vectors
 
     @staticmethod

@@ -1,0 +1,251 @@
+"""Memory search end to end: documents and remembered conversations are chunked and embedded by the
+indexer (the real local model) and found through `POST /v1/memory/search` by meaning and by exact
+words; edits and deletions replace chunks; dated notes decay; status tells what the index holds."""
+
+import asyncio
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+
+from cairn.events import MemoryWriteRequested, encode_event
+from cairn.events.streams import stream_for, subject_for
+from cairn.local import LocalStack
+from cairn.platform.nats import connect
+from tests.conftest import Tenant
+
+pytestmark = pytest.mark.e2e
+
+FACTS = {
+    "memory/bank/food.md": "- 他忌口，不吃辣椒",
+    "memory/bank/health.md": "- peanuts make me sick",
+    "memory/bank/music.md": "- She is learning to play the piano on weekends",
+    "memory/bank/travel.md": "- 下个月去东京出差，住在新宿",
+    "memory/bank/work.md": "- The quarterly report is due on Friday",
+    "memory/bank/sport.md": "- 他每天早上跑步五公里",
+}
+
+
+class Memory:
+    """Writes documents through the memory write pipeline (ingest's event, applied by consolidation, which
+    announces every new version) and searches through the query API."""
+
+    def __init__(self, stack: LocalStack, tenant: Tenant) -> None:
+        self.stack, self.tenant = stack, tenant
+
+    def write(self, documents: dict[str, str]) -> None:
+        asyncio.run(self._publish([(path, "put", text) for path, text in documents.items()]))
+
+    def delete(self, path: str) -> None:
+        asyncio.run(self._publish([(path, "delete", "")]))
+
+    async def _publish(self, writes: list[tuple[str, str, str]]) -> None:
+        nc = await connect(self.stack.nats_url, "memory-search-test")
+        try:
+            js = nc.jetstream()
+            for path, mode, text in writes:
+                event = MemoryWriteRequested(tenant_id=self.tenant.tenant_id, path=path, mode=mode, text=text)
+                await js.publish(subject_for(event), encode_event(event), stream=stream_for(event))
+        finally:
+            await nc.close()
+
+    def search(self, query: str, **fields: Any) -> list[dict[str, Any]]:
+        response = self.tenant.recall.post("/v1/memory/search", json={"query": query, **fields})
+        assert response.status_code == 200, response.text
+        results: list[dict[str, Any]] = response.json()["results"]
+        return results
+
+    def status(self) -> dict[str, Any]:
+        response = self.tenant.recall.get("/v1/memory/status")
+        assert response.status_code == 200, response.text
+        body: dict[str, Any] = response.json()
+        return body
+
+    def settle(self, check: Any, within: float = 30.0) -> Any:
+        deadline = time.monotonic() + within
+        while True:
+            result = check()
+            if result or time.monotonic() > deadline:
+                return result
+            time.sleep(0.1)
+
+
+@pytest.fixture
+def memory(services: LocalStack, tenant: Tenant) -> Memory:
+    return Memory(services, tenant)
+
+
+def _indexed(memory: Memory, chunks: int) -> bool:
+    status = memory.status()
+    return bool(status["counts"]["memory_chunks"] == chunks and status["pending"]["documents"] == 0)
+
+
+@pytest.mark.parametrize(
+    ("query", "path"),
+    [
+        ("用户不喜欢吃辣", "memory/bank/food.md"),
+        ("allergic to peanuts", "memory/bank/health.md"),
+        ("does he exercise", "memory/bank/sport.md"),
+        ("business trip to Japan", "memory/bank/travel.md"),
+    ],
+)
+def test_meaning_is_found_without_shared_words(memory: Memory, query: str, path: str) -> None:
+    memory.write(FACTS)
+    assert memory.settle(lambda: _indexed(memory, len(FACTS)))
+    results = memory.search(query)
+    assert results[0]["path"] == path, results
+    hit = results[0]
+    assert hit["source"] == "memory"
+    assert hit["message_ids"] == []
+    assert (hit["start_line"], hit["end_line"]) == (1, 1)
+    opened = memory.tenant.recall.get(hit["citation"])
+    assert opened.status_code == 200, hit["citation"]
+    assert opened.json()["text"].strip() == FACTS[path]
+
+
+def test_an_exact_identifier_is_found_by_its_words(memory: Memory) -> None:
+    memory.write({
+        "memory/bank/ci.md": "- CI breaks with ERR_CONN_REFUSED when the proxy is down (PR #4822)",
+        "memory/bank/net.md": "- the deploy failed with ERR_CONN_RESET, fixed in PR #4821",
+        "memory/bank/misc.md": "- network errors happen when the VPN reconnects",
+    })  # fmt: skip
+    assert memory.settle(lambda: _indexed(memory, 3))
+    assert memory.search("ERR_CONN_RESET")[0]["path"] == "memory/bank/net.md"
+    assert memory.search("PR 4821")[0]["path"] == "memory/bank/net.md"
+    assert memory.search("ERR_CONN_REFUSED")[0]["path"] == "memory/bank/ci.md"
+
+
+def test_an_edit_replaces_the_chunks_and_a_delete_removes_them(memory: Memory) -> None:
+    memory.write({"memory/bank/pet.md": "- the cat is called Mochi"})
+    assert memory.settle(lambda: _indexed(memory, 1))
+    assert memory.search("Mochi")[0]["path"] == "memory/bank/pet.md"
+
+    memory.write({"memory/bank/pet.md": "- the dog is called Biscuit\n- Biscuit is a beagle"})
+    assert memory.settle(lambda: memory.search("Biscuit"))
+    assert all("Mochi" not in r["snippet"] for r in memory.search("Mochi"))
+    assert memory.status()["counts"]["memory_chunks"] == 1
+    (hit,) = [r for r in memory.search("beagle") if r["path"] == "memory/bank/pet.md"]
+    assert (hit["start_line"], hit["end_line"]) == (1, 2)
+
+    memory.delete("memory/bank/pet.md")
+    assert memory.settle(lambda: memory.status()["chunks"] == 0)
+    assert memory.search("Biscuit beagle") == []
+
+
+def test_dated_notes_decay_and_evergreen_ones_do_not(memory: Memory) -> None:
+    today = datetime.now(UTC).date()
+    old = today - timedelta(days=60)
+    text = "- we chose Postgres for the ledger service"
+    memory.write({
+        f"memory/daily/{today.isoformat()}.md": text,
+        f"memory/daily/{old.isoformat()}.md": text,
+        "MEMORY.md": text,
+    })  # fmt: skip
+    assert memory.settle(lambda: _indexed(memory, 3))
+    scores = {r["path"]: r["score"] for r in memory.search("ledger database choice")}
+    assert scores[f"memory/daily/{old.isoformat()}.md"] == pytest.approx(scores["MEMORY.md"] / 4, rel=0.01)
+    assert scores[f"memory/daily/{today.isoformat()}.md"] == pytest.approx(scores["MEMORY.md"], rel=0.01)
+
+
+def test_min_score_and_limit(memory: Memory) -> None:
+    memory.write(FACTS)
+    assert memory.settle(lambda: _indexed(memory, len(FACTS)))
+    assert len(memory.search("他", limit=2)) <= 2
+    everything = memory.search("allergic to peanuts", limit=10)
+    strong = memory.search("allergic to peanuts", limit=10, min_score=everything[0]["score"])
+    assert [r["path"] for r in strong] == [everything[0]["path"]]
+
+
+def test_bad_search_input_names_the_field(tenant: Tenant) -> None:
+    cases = [
+        ({"query": ""}, "query"),
+        ({"query": "x", "limit": 0}, "limit"),
+        ({"query": "x", "corpus": "web"}, "corpus"),
+        ({"query": "x", "min_score": 2}, "min_score"),
+    ]
+    for body, field in cases:
+        response = tenant.recall.post("/v1/memory/search", json=body)
+        assert response.status_code == 422
+        assert response.headers["content-type"].startswith("application/problem+json")
+        assert any(field in e["field"] for e in response.json()["errors"]), response.json()
+
+
+def _session_hits(memory: Memory, query: str, **fields: Any) -> list[dict[str, Any]]:
+    return [r for r in memory.search(query, corpus="sessions", **fields) if r["source"] == "sessions"]
+
+
+def test_remembered_conversations_are_found_with_their_messages(memory: Memory) -> None:
+    tenant = memory.tenant
+    tenant.say("I adopted a golden retriever called Max", message_id="d1", sender_name="Ana")
+    tenant.say("Congratulations! Golden retrievers are lovely.", message_id="d2", role="assistant")
+    tenant.say("secret plan in the group: the golden retriever party", message_id="g1", chat_type="group",
+               chat_id="g-1", channel="telegram", peer_id="7")  # fmt: skip
+    hits = memory.settle(lambda: _session_hits(memory, "what kind of dog do I have"))
+    assert hits, memory.status()
+    hit = hits[0]
+    assert hit["path"] == "sessions/agent:main:main"
+    assert hit["session_key"] == "agent:main:main"
+    assert "User (Ana): I adopted a golden retriever called Max" in hit["snippet"]
+    assert "Assistant: Congratulations!" in hit["snippet"]
+    assert len(hit["message_ids"]) == 2
+    history = tenant.recall.get(hit["citation"])
+    assert history.status_code == 200, hit["citation"]
+    assert {m["message_id"] for m in history.json()["messages"]} >= set(hit["message_ids"])
+    assert all("party" not in r["snippet"] for r in memory.search("golden retriever party", corpus="all"))
+    # the asking session never finds itself
+    assert _session_hits(memory, "golden retriever", caller_session_key="agent:main:main") == []
+    assert memory.search("golden retriever", corpus="memory") == []
+
+
+def test_secrets_never_reach_the_memory_index(memory: Memory) -> None:
+    token = "sk-" + uuid.uuid4().hex + "abcdef"
+    memory.tenant.say(f"my OpenAI key is {token} for the billing bot", message_id="s1")
+    hits = memory.settle(lambda: _session_hits(memory, "billing bot key"))
+    assert hits
+    assert "billing bot" in hits[0]["snippet"]
+    assert all(token not in hit["snippet"] for hit in [*hits, *_session_hits(memory, token)])
+
+
+def test_turning_remembering_off_forgets_the_transcripts(memory: Memory) -> None:
+    tenant = memory.tenant
+    tenant.say("the wifi password hint is the name of our first boat", message_id="w1")
+    assert memory.settle(lambda: _session_hits(memory, "wifi boat"))
+    off = tenant.ingest.put("/v1/agents/main/config", json={"remember_across_conversations": False})
+    assert off.status_code == 200, off.text
+    assert memory.settle(lambda: not _session_hits(memory, "wifi boat"))
+    tenant.say("the boat was called Seagull", message_id="w2")
+    on = tenant.ingest.put("/v1/agents/main/config", json={"remember_across_conversations": True})
+    assert on.status_code == 200, on.text
+    hits = memory.settle(lambda: _session_hits(memory, "wifi boat Seagull"))
+    assert hits
+    assert len(hits[0]["message_ids"]) == 2
+
+
+def test_status_reports_the_provider_and_what_is_indexed(memory: Memory) -> None:
+    memory.write({"MEMORY.md": "- prefers tea\n- lives in Lyon", "memory/bank/a.md": "- likes chess"})
+    assert memory.settle(lambda: _indexed(memory, 2))
+    status = memory.status()
+    assert status["provider"] == "local"
+    assert status["dimensions"] == 512
+    assert status["model"].startswith("use-multilingual-v3@")
+    assert (status["documents"], status["chunks"]) == (2, 2)
+    assert status["pending"] == {"sessions": 0, "documents": 0, "reembed": 0}
+    assert status["fallbacks"] == []
+    assert status["index_lag_s"] == 0.0
+
+
+def test_another_tenant_finds_nothing(memory: Memory, other_tenant: Tenant) -> None:
+    memory.write(FACTS)
+    assert memory.settle(lambda: _indexed(memory, len(FACTS)))
+    response = other_tenant.recall.post("/v1/memory/search", json={"query": "peanuts"})
+    assert response.status_code == 200
+    assert response.json()["results"] == []
+    assert other_tenant.recall.get("/v1/memory/status").json()["chunks"] == 0
+
+
+def test_unauthenticated_search_is_refused(services: LocalStack) -> None:
+    response = httpx.post(f"{services.url('recall')}/v1/memory/search", json={"query": "x"})
+    assert response.status_code == 401

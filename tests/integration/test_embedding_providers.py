@@ -1,0 +1,157 @@
+"""Embedding providers for real: the local model loaded from the installed wheel (offline), and the
+OpenAI-compatible client against a small HTTP server of this test that fails before it answers."""
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+from pydantic import SecretStr
+
+from cairn.memindex import EmbeddingSettings, LocalEmbedder, OpenAICompatibleEmbedder
+from cairn.memindex.embeddings import RemoteEmbeddingError
+
+DISTRACTORS = [
+    "今天天气很好，我们去公园散步",
+    "他每天早上跑步五公里",
+    "I went to the park with my dog",
+    "She is learning to play the piano",
+    "The meeting was moved to Thursday afternoon",
+]
+
+
+@pytest.fixture(scope="module")
+def local() -> LocalEmbedder:
+    embedder = LocalEmbedder()
+    embedder.load()
+    return embedder
+
+
+def _best(embedder: LocalEmbedder, query: str, documents: list[str]) -> str:
+    vectors = embedder.encode([query, *documents])
+    return documents[int(np.argmax(vectors[1:] @ vectors[0]))]
+
+
+@pytest.mark.parametrize(
+    ("query", "meant"),
+    [
+        ("用户不喜欢吃辣", "他忌口，不吃辣椒"),
+        ("allergic to peanuts", "peanuts make me sick"),
+        ("what pet does she have", "她养了一只小猫"),
+    ],
+)
+async def test_the_local_model_finds_meaning_not_shared_words(local: LocalEmbedder, query: str, meant: str) -> None:
+    assert _best(local, query, [*DISTRACTORS, meant]) == meant
+
+
+async def test_local_vectors_are_512_unit_floats_with_the_model_id(local: LocalEmbedder) -> None:
+    vectors = await local.embed(["one", "两个", ""])
+    assert vectors.shape == (3, 512)
+    assert vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    assert local.model is not None
+    assert local.model.startswith("use-multilingual-v3@")
+    assert local.dimensions == 512
+
+
+def test_the_local_model_is_read_from_the_wheel_without_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading must not open a socket: any attempt fails the test."""
+    import socket
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the local embedding model tried to use the network")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    fresh = LocalEmbedder()
+    fresh.load()
+    assert fresh.encode(["offline"]).shape == (1, 512)
+
+
+class _Api(BaseHTTPRequestHandler):
+    """`/v1/embeddings` that answers 429 and then 503 before it gives vectors (one per input)."""
+
+    failures: ClassVar[list[int]] = []
+    requests: ClassVar[list[dict[str, Any]]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+        if type(self).failures:
+            status = type(self).failures.pop(0)
+            self.send_response(status)
+            self.send_header("Retry-After", "0")
+            self.end_headers()
+            return
+        data = [{"index": i, "embedding": [float(len(text)), 1.0, 0.0, 2.0]} for i, text in enumerate(body["input"])]
+        payload = json.dumps({"data": list(reversed(data)), "model": body["model"]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+@pytest.fixture
+def api() -> Iterator[str]:
+    _Api.failures, _Api.requests = [], []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Api)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _settings(url: str, **overrides: Any) -> EmbeddingSettings:
+    return EmbeddingSettings(
+        provider="openai-compatible", url=url, model="tiny-embed", api_key=SecretStr("k-test"), batch_size=2,
+        backoff_s=0.01, **overrides,
+    )  # fmt: skip
+
+
+async def test_openai_compatible_batches_retries_429_and_5xx_and_keeps_input_order(api: str) -> None:
+    _Api.failures = [429, 503]
+    embedder = OpenAICompatibleEmbedder(_settings(api))
+    try:
+        vectors = await embedder.embed(["a", "bbb", "cc", "dddd", "e"])
+    finally:
+        await embedder.aclose()
+    assert vectors.shape == (5, 4)
+    expected = np.array([[n, 1.0, 0.0, 2.0] for n in (1, 3, 2, 4, 1)], dtype=np.float32)
+    assert np.allclose(vectors, expected / np.linalg.norm(expected, axis=1, keepdims=True))
+    assert [r["input"] for r in _Api.requests] == [["a", "bbb"]] * 3 + [["cc", "dddd"], ["e"]]
+    assert {r["path"] for r in _Api.requests} == {"/v1/embeddings"}
+    assert {r["auth"] for r in _Api.requests} == {"Bearer k-test"}
+    assert {r["model"] for r in _Api.requests} == {"tiny-embed"}
+    assert embedder.dimensions == 4
+
+
+async def test_openai_compatible_gives_up_after_its_retries_and_says_why(api: str) -> None:
+    _Api.failures = [500, 500, 500]
+    embedder = OpenAICompatibleEmbedder(_settings(api, max_retries=2))
+    try:
+        with pytest.raises(RemoteEmbeddingError, match="500"):
+            await embedder.embed(["x"])
+    finally:
+        await embedder.aclose()
+    assert len(_Api.requests) == 3
+
+
+async def test_openai_compatible_does_not_retry_a_client_error(api: str) -> None:
+    _Api.failures = [400]
+    embedder = OpenAICompatibleEmbedder(_settings(api))
+    try:
+        with pytest.raises(RemoteEmbeddingError, match="400"):
+            await embedder.embed(["x"])
+    finally:
+        await embedder.aclose()
+    assert len(_Api.requests) == 1

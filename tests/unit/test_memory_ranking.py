@@ -1,0 +1,111 @@
+"""Memory search ranking, pure: fusion of both sides, decay of dated notes, MMR, and which sessions and
+notes take part at all."""
+
+from datetime import date
+
+import numpy as np
+import pytest
+
+from cairn.events import AgentConfig
+from cairn.memindex import dated_note
+from cairn.memindex.transcripts import is_remembered_session, remembers
+from cairn.recall.memory_ranking import Candidate, RankingOptions, decay, fuse, mmr
+
+
+def _c(key: str, lexical: float = 0.0, vector: float | None = None, dated: date | None = None) -> Candidate:
+    return Candidate(key, lexical, vector, dated, frozenset(key.split()))
+
+
+def test_weighted_fusion_adds_cosine_and_the_lexical_rank_scaled_by_the_best() -> None:
+    fused = {c.key: c.score for c in fuse([_c("a", 2.0, 0.5), _c("b", 1.0, 0.9), _c("c", 0.0, 0.2)], RankingOptions())}
+    assert fused["a"] == pytest.approx(0.3 * 1.0 + 0.7 * 0.5)
+    assert fused["b"] == pytest.approx(0.3 * 0.5 + 0.7 * 0.9)
+    assert fused["c"] == pytest.approx(0.7 * 0.2)
+
+
+def test_without_vectors_the_lexical_side_alone_ranks() -> None:
+    fused = fuse([_c("a", 2.0), _c("b", 1.0)], RankingOptions())
+    assert [c.score for c in fused] == [1.0, 0.5]
+
+
+def test_rrf_puts_first_on_both_sides_at_one() -> None:
+    fused = {c.key: c.score for c in fuse([_c("a", 2.0, 0.9), _c("b", 1.0, 0.5)], RankingOptions(fusion="rrf"))}
+    assert fused["a"] == pytest.approx(1.0)
+    assert 0 < fused["b"] < fused["a"]
+
+
+def test_dated_notes_lose_half_per_30_days_and_evergreen_ones_keep_their_score() -> None:
+    today = date(2026, 11, 30)
+    scored = [
+        Candidate("fresh", 0, 0, date(2026, 11, 30), frozenset(), score=0.8),
+        Candidate("month", 0, 0, date(2026, 10, 31), frozenset(), score=0.8),
+        Candidate("two", 0, 0, date(2026, 10, 1), frozenset(), score=0.8),
+        Candidate("pinned", 0, 0, None, frozenset(), score=0.8),
+        Candidate("future", 0, 0, date(2027, 1, 1), frozenset(), score=0.8),
+    ]
+    after = {c.key: c.score for c in decay(scored, today, 30.0)}
+    assert after == pytest.approx({"fresh": 0.8, "month": 0.4, "two": 0.2, "pinned": 0.8, "future": 0.8})
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("MEMORY.md", None),
+        ("memory/bank/2026-01-01-project.md", None),
+        ("memory/daily/2026-11-30.md", date(2026, 11, 30)),
+        ("memory/snapshots/2026-11-30-0930.md", date(2026, 11, 30)),
+        ("memory/summaries/2026-11-23.md", date(2026, 11, 23)),
+        ("memory/notes.md", None),
+        ("memory/daily/2026-13-45.md", None),
+    ],
+)
+def test_which_notes_are_dated(path: str, expected: date | None) -> None:
+    assert dated_note(path) == expected
+
+
+def test_mmr_skips_a_near_duplicate_for_something_different() -> None:
+    base = np.array([1.0, 0.0, 0.0], dtype=np.float32)
+    twin = np.array([0.999, 0.0447, 0.0], dtype=np.float32)
+    other = np.array([0.0, 0.0, 1.0], dtype=np.float32)
+    pool = [
+        Candidate("a", 0, 0, None, frozenset(), score=0.90),
+        Candidate("a-twin", 0, 0, None, frozenset(), score=0.89),
+        Candidate("b", 0, 0, None, frozenset(), score=0.70),
+    ]
+    vectors = {"a": base, "a-twin": twin / np.linalg.norm(twin), "b": other}
+    assert [c.key for c in mmr(pool, vectors, 2, 0.7)] == ["a", "b"]
+    assert [c.key for c in mmr(pool, vectors, 2, 1.0)] == ["a", "a-twin"]  # λ = 1: relevance only
+
+
+def test_mmr_falls_back_to_term_overlap_without_vectors() -> None:
+    pool = [
+        Candidate("x", 0, None, None, frozenset({"red", "car", "fast"}), score=0.9),
+        Candidate("y", 0, None, None, frozenset({"red", "car", "fast"}), score=0.85),
+        Candidate("z", 0, None, None, frozenset({"blue", "boat"}), score=0.7),
+    ]
+    assert [c.key for c in mmr(pool, {}, 2, 0.5)] == ["x", "z"]
+
+
+@pytest.mark.parametrize(
+    ("key", "chat_type", "channel", "expected"),
+    [
+        ("agent:main:main", "direct", "telegram", True),
+        ("agent:main:telegram:direct:123", "direct", "telegram", True),
+        ("agent:main:telegram:group:42", "group", "telegram", False),
+        ("agent:main:slack:channel:C1", "channel", "slack", False),
+        ("cron:nightly", "direct", "cron", False),
+        ("agent:main:main", "direct", "heartbeat", False),
+        ("agent:main:subagent:7f3a", "direct", "api", False),
+        ("agent:main:dashboard:incognito-1234", "direct", "api", False),
+        ("hook:github", "direct", "api", False),
+    ],
+)
+def test_which_sessions_are_remembered(key: str, chat_type: str, channel: str, expected: bool) -> None:
+    assert is_remembered_session(key, chat_type, channel) is expected
+
+
+def test_remembering_defaults_to_on_only_for_the_shared_main_session() -> None:
+    assert remembers(AgentConfig()) is True
+    assert remembers(AgentConfig(dm_scope="per-channel-peer")) is False
+    assert remembers(AgentConfig(dm_scope="per-peer", remember_across_conversations=True)) is True
+    assert remembers(AgentConfig(remember_across_conversations=False)) is False
