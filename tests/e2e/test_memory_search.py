@@ -2,7 +2,6 @@
 indexer (the real local model) and found through `POST /v1/memory/search` by meaning and by exact
 words; edits and deletions replace chunks; dated notes decay; status tells what the index holds."""
 
-import asyncio
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -11,10 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from cairn.events import MemoryWriteRequested, encode_event
-from cairn.events.streams import stream_for, subject_for
 from cairn.local import LocalStack
-from cairn.platform.nats import connect
 from tests.conftest import Tenant
 
 pytestmark = pytest.mark.e2e
@@ -30,31 +26,29 @@ FACTS = {
 
 
 class Memory:
-    """Writes documents through the memory write pipeline (ingest's event, applied by consolidation, which
-    announces every new version) and searches through the query API."""
+    """Writes documents through the public write API and searches through the query API, each search
+    consistent with the last write (read-your-writes)."""
 
     def __init__(self, stack: LocalStack, tenant: Tenant) -> None:
         self.stack, self.tenant = stack, tenant
+        self.position: str | None = None
 
     def write(self, documents: dict[str, str]) -> None:
-        asyncio.run(self._publish([(path, "put", text) for path, text in documents.items()]))
+        for path, text in documents.items():
+            response = self.tenant.ingest.put(f"/v1/memory/files/{path}", json={"text": text})
+            assert response.status_code in (200, 201), response.text
+            self.position = response.json()["position"]
 
     def delete(self, path: str) -> None:
-        asyncio.run(self._publish([(path, "delete", "")]))
-
-    async def _publish(self, writes: list[tuple[str, str, str]]) -> None:
-        nc = await connect(self.stack.nats_url, "memory-search-test")
-        try:
-            js = nc.jetstream()
-            for path, mode, text in writes:
-                event = MemoryWriteRequested(tenant_id=self.tenant.tenant_id, path=path, mode=mode, text=text)
-                await js.publish(subject_for(event), encode_event(event), stream=stream_for(event))
-        finally:
-            await nc.close()
+        response = self.tenant.ingest.delete(f"/v1/memory/files/{path}")
+        assert response.status_code == 200, response.text
+        self.position = response.json()["position"]
 
     def search(self, query: str, **fields: Any) -> list[dict[str, Any]]:
-        response = self.tenant.recall.post("/v1/memory/search", json={"query": query, **fields})
+        body = {"query": query, "consistent_with": self.position, **fields}
+        response = self.tenant.recall.post("/v1/memory/search", json=body)
         assert response.status_code == 200, response.text
+        assert response.json()["indexing"] is False
         results: list[dict[str, Any]] = response.json()["results"]
         return results
 
@@ -79,6 +73,8 @@ def memory(services: LocalStack, tenant: Tenant) -> Memory:
 
 
 def _indexed(memory: Memory, chunks: int) -> bool:
+    """After a search consistent with the last write, the index holds what was written."""
+    memory.search("x")
     status = memory.status()
     return bool(status["counts"]["memory_chunks"] == chunks and status["pending"]["documents"] == 0)
 
@@ -124,15 +120,15 @@ def test_an_edit_replaces_the_chunks_and_a_delete_removes_them(memory: Memory) -
     assert memory.search("Mochi")[0]["path"] == "memory/bank/pet.md"
 
     memory.write({"memory/bank/pet.md": "- the dog is called Biscuit\n- Biscuit is a beagle"})
-    assert memory.settle(lambda: memory.search("Biscuit"))
+    assert memory.search("Biscuit")[0]["path"] == "memory/bank/pet.md"
     assert all("Mochi" not in r["snippet"] for r in memory.search("Mochi"))
     assert memory.status()["counts"]["memory_chunks"] == 1
     (hit,) = [r for r in memory.search("beagle") if r["path"] == "memory/bank/pet.md"]
     assert (hit["start_line"], hit["end_line"]) == (1, 2)
 
     memory.delete("memory/bank/pet.md")
-    assert memory.settle(lambda: memory.status()["chunks"] == 0)
     assert memory.search("Biscuit beagle") == []
+    assert memory.status()["chunks"] == 0
 
 
 def test_dated_notes_decay_and_evergreen_ones_do_not(memory: Memory) -> None:
@@ -181,9 +177,10 @@ def test_remembered_conversations_are_found_with_their_messages(memory: Memory) 
     tenant = memory.tenant
     tenant.say("I adopted a golden retriever called Max", message_id="d1", sender_name="Ana")
     tenant.say("Congratulations! Golden retrievers are lovely.", message_id="d2", role="assistant")
-    tenant.say("secret plan in the group: the golden retriever party", message_id="g1", chat_type="group",
-               chat_id="g-1", channel="telegram", peer_id="7")  # fmt: skip
-    hits = memory.settle(lambda: _session_hits(memory, "what kind of dog do I have"))
+    written = tenant.say("secret plan in the group: the golden retriever party", message_id="g1",
+                         chat_type="group", chat_id="g-1", channel="telegram", peer_id="7")  # fmt: skip
+    memory.position = written["position"]  # read-your-writes waits out the debounce of the direct session
+    hits = _session_hits(memory, "what kind of dog do I have")
     assert hits, memory.status()
     hit = hits[0]
     assert hit["path"] == "sessions/agent:main:main"

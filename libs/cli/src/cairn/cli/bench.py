@@ -134,3 +134,7 @@ def _write(out: Path, data: dict[str, Any]) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=2))
     print(f"written {out}")
+
+
+def write_json(out: Path, data: dict[str, Any]) -> None:
+    _write(out, data)

@@ -5,16 +5,19 @@ import asyncio
 import sys
 from pathlib import Path
 
-from pydantic import SecretStr
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from cairn.cli.bench import read_endpoints, report, report_rows, report_table, run_import, run_ingest
+from cairn.cli.bench import read_endpoints, report, report_rows, report_table, run_import, run_ingest, write_json
 from cairn.cli.bench_history import run_history
 from cairn.cli.bench_load import LoadSettings, run_load, table
 from cairn.cli.bench_memory import run_memory
+from cairn.cli.bench_memindex import run_embedding, run_lag, run_search
 from cairn.cli.bench_retrieval import MODES, report_retrieval, run_retrieval
 from cairn.cli.importer import import_file
 from cairn.cli.memory import MemoryClient, export_memory, import_memory
+from cairn.cli.reindex import reindex
+from cairn.memindex import EmbeddingSettings, MemoryIndex, MemoryIndexSettings, create_embedder
 from cairn.platform.migrations import apply_migrations
 from cairn.platform.nats import connect, ensure_streams
 from cairn.platform.settings import NatsSettings, PostgresSettings
@@ -25,6 +28,24 @@ class MigrateSettings(BaseSettings):
 
     postgres: PostgresSettings = PostgresSettings()
     nats: NatsSettings = NatsSettings()
+
+
+class ReindexSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CAIRN_", extra="ignore")
+
+    postgres: PostgresSettings = Field(default_factory=PostgresSettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    memory: MemoryIndexSettings = Field(default_factory=MemoryIndexSettings)
+
+
+async def run_reindex(tenant: str | None) -> None:
+    settings = ReindexSettings()
+    if settings.postgres.admin_url is None:
+        sys.exit("cairn reindex needs CAIRN_POSTGRES_ADMIN_URL (the owner's connection URL)")
+    index = MemoryIndex(create_embedder(settings.embedding), settings.memory)
+    rebuilt = await reindex(settings.postgres.admin_url.get_secret_value(), index, tenant)
+    print(f"memory index rebuilt: {rebuilt.tenants} tenants, {rebuilt.documents} documents, "
+          f"{rebuilt.sessions} sessions, {rebuilt.chunks} chunks in {rebuilt.seconds}s")  # fmt: skip
 
 
 async def migrate() -> None:
@@ -43,10 +64,26 @@ async def migrate() -> None:
     print(f"streams declared: {', '.join(streams)}")
 
 
+def run_memindex_bench(args: argparse.Namespace) -> None:
+    rows: list[dict[str, object]] = []
+    if args.part in ("embedding", "all"):
+        rows += [{"part": "embedding", **row} for row in run_embedding()]
+    endpoints = read_endpoints(args.endpoints) if args.part != "embedding" else {}
+    if args.part in ("lag", "all"):
+        rows += [{"part": "lag", **row} for row in run_lag(endpoints, args.edits)]
+    if args.part in ("search", "all"):
+        rows += [{"part": "search", **row} for row in run_search(endpoints, args.chunks, args.queries)]
+    for row in rows:
+        print("  ".join(f"{k}={v}" for k, v in row.items()))
+    write_json(args.out, {"benchmark": "memindex", "rows": rows})
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cairn")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("migrate", help="apply SQL migrations and declare JetStream streams")
+    rebuild = commands.add_parser("reindex", help="rebuild the memory index from documents and remembered turns")
+    rebuild.add_argument("--tenant", help="only this tenant (default: every tenant)")
     imports = commands.add_parser("import", help="import a JSONL file of messages (or a dataset corpus.jsonl)")
     imports.add_argument("file", type=Path)
     imports.add_argument("--endpoints", type=Path, default=Path(".cairn/endpoints.env"))
@@ -86,7 +123,12 @@ def _parser() -> argparse.ArgumentParser:
     load.add_argument("--lag-seconds", type=float, default=30.0)
     load.add_argument("--search-at", default="100000,1000000", help="index sizes at which to time searches")
     load.add_argument("--concurrency", type=int, default=4)
-    for kind in (ingest, imported, history, load, memory_bench):
+    memindex = kinds.add_parser("memindex", help="memory index: embedding texts/s, search p50/p99, edit indexing lag")
+    memindex.add_argument("--part", choices=("embedding", "search", "lag", "all"), default="all")
+    memindex.add_argument("--chunks", type=int, default=100_000)
+    memindex.add_argument("--queries", type=int, default=200)
+    memindex.add_argument("--edits", type=int, default=40)
+    for kind in (ingest, imported, history, load, memory_bench, memindex):
         kind.add_argument("--endpoints", type=Path, default=Path(".cairn/endpoints.env"))
         kind.add_argument("--out", type=Path, default=Path(f"bench-results/{kind.prog.split()[-1]}.json"))
     return parser
@@ -116,6 +158,8 @@ def main() -> None:
         asyncio.run(migrate())
     elif args.command == "memory":
         memory(args)
+    elif args.command == "reindex":
+        asyncio.run(run_reindex(args.tenant))
     elif args.command == "import":
         endpoints = read_endpoints(args.endpoints)
         result = import_file(args.file, endpoints["CAIRN_INGEST_URL"], endpoints["CAIRN_RECALL_URL"],
@@ -126,6 +170,8 @@ def main() -> None:
         report("ingest", run_ingest(read_endpoints(args.endpoints), args.messages, args.batch_size), args.out)
     elif args.kind == "import":
         report("import", run_import(read_endpoints(args.endpoints), args.data / "corpus.jsonl"), args.out)
+    elif args.kind == "memindex":
+        run_memindex_bench(args)
     elif args.kind == "retrieval":
         scored = run_retrieval(read_endpoints(args.endpoints), args.data, args.out, args.mode)
         report_retrieval(scored, Path(f"bench-results/retrieval-{args.data.name}-{args.mode}.json"))

@@ -40,10 +40,16 @@ ON CONFLICT DO NOTHING
 """
 # Debounced: every new turn pushes the session's due time back, but never past first_at + max delay.
 MARK_PENDING = """
-INSERT INTO indexer.memory_pending AS p (tenant_id, agent_id, session_id, session_key, first_at, due_at)
-VALUES ($1, $2, $3, $4, now(), now() + make_interval(secs => $5))
+INSERT INTO indexer.memory_pending AS p (tenant_id, agent_id, session_id, session_key, first_at, first_seq, due_at)
+VALUES ($1, $2, $3, $4, now(), $7, now() + make_interval(secs => $5))
 ON CONFLICT (tenant_id, session_id) DO UPDATE
-SET due_at = least(now() + make_interval(secs => $5), p.first_at + make_interval(secs => $6))
+SET due_at = least(now() + make_interval(secs => $5), p.first_at + make_interval(secs => $6)),
+    first_seq = least(p.first_seq, excluded.first_seq)
+"""
+ADVANCE = """
+INSERT INTO indexer.memory_progress AS m (tenant_id, agent_id, ingest_seq) VALUES ($1, $2, $3)
+ON CONFLICT (tenant_id, agent_id) DO UPDATE
+SET ingest_seq = greatest(m.ingest_seq, excluded.ingest_seq), updated_at = now()
 """
 CLAIM_PENDING = """
 SELECT agent_id, due_at FROM indexer.memory_pending WHERE tenant_id = $1 AND session_id = $2
@@ -167,9 +173,20 @@ async def add_turn(
 
 
 async def mark_pending(
-    conn: Connection, tenant: uuid.UUID, agent: str, session_id: uuid.UUID, key: str, delays: tuple[float, float]
+    conn: Connection,
+    tenant: uuid.UUID,
+    agent: str,
+    session: tuple[uuid.UUID, str],
+    delays: tuple[float, float],
+    ingest_seq: int | None = None,
 ) -> None:
-    await conn.execute(MARK_PENDING, tenant, agent, session_id, key, *delays)
+    """Due after the debounce; `ingest_seq` (the turn's write position) holds back read-your-writes."""
+    await conn.execute(MARK_PENDING, tenant, agent, session[0], session[1], *delays, ingest_seq)
+
+
+async def advance(conn: Connection, tenant: uuid.UUID, agent: str, ingest_seq: int | None) -> None:
+    if ingest_seq is not None:
+        await conn.execute(ADVANCE, tenant, agent, ingest_seq)
 
 
 async def claim_pending(conn: Connection, tenant: uuid.UUID, session_id: uuid.UUID) -> str | None:

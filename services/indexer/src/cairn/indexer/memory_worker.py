@@ -1,7 +1,8 @@
 """Background work of the memory index, polled: sessions whose debounce ran out are chunked, and chunks
 embedded by another model than the configured one are re-embedded in batches (the search uses only
 vectors of the configured model meanwhile, so the index is never mixed). Idempotent; every replica may
-run it: a due session is claimed with SKIP LOCKED."""
+run it: a due session is claimed with SKIP LOCKED. Vectors of another model are looked for once, when the
+process starts (a changed model means a restart); new chunks always get the configured model."""
 
 import asyncio
 import logging
@@ -28,9 +29,13 @@ class MemoryWorker:
         self._pool, self._index = pool, index
 
     async def run(self) -> None:
+        reembedding = True
         while True:
             try:
-                busy = await self.index_due_sessions() + await self.reembed_some()
+                busy = await self.index_due_sessions()
+                if reembedding:
+                    done = await self.reembed_some()
+                    reembedding, busy = done > 0, busy + done
             except (OSError, asyncpg.PostgresError, RemoteEmbeddingError) as error:  # the next round retries
                 log.error("memory index work failed, will retry: %s", error)
                 busy = 0

@@ -8,9 +8,10 @@ from pydantic import BaseModel, Field
 
 from cairn.memindex import Embedder
 from cairn.platform.auth import Tenant
-from cairn.platform.runtime import runtime_of
+from cairn.platform.runtime import runtime_of, settings_of
 from cairn.recall.memory_queries import MemoryReads
 from cairn.recall.memory_search import Hit, MemoryQuery, MemorySearch
+from cairn.recall.settings import RecallSettings
 
 router = APIRouter(tags=["memory"])
 AgentId = Annotated[str, Query(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
@@ -25,6 +26,9 @@ class MemorySearchRequest(BaseModel):
     corpus: Literal["memory", "sessions", "all"] = "memory"
     caller_session_key: str | None = Field(
         default=None, max_length=512, description="the asking session: its own transcript is left out"
+    )
+    consistent_with: str | None = Field(
+        default=None, pattern=r"^[0-9]{1,19}$", description="a write's position: wait (bounded) until it is searchable"
     )
 
 
@@ -45,6 +49,7 @@ class MemoryHit(BaseModel):
 class MemorySearchResponse(BaseModel):
     results: list[MemoryHit]
     fallbacks: list[str] = Field(description="degraded modes used for this search, e.g. lexical only")
+    indexing: bool = Field(default=False, description="`consistent_with` was not reached within the bound")
 
 
 class IndexCounts(BaseModel):
@@ -100,11 +105,17 @@ def _to_hit(hit: Hit) -> MemoryHit:
 @router.post("/v1/memory/search", response_model=MemorySearchResponse)
 async def search_memory(body: MemorySearchRequest, tenant: Tenant, request: Request) -> MemorySearchResponse:
     """Find memory by meaning and by exact words: documents, remembered conversations, or both."""
+    indexing = False
+    if body.consistent_with is not None:
+        reads: MemoryReads = runtime_of(request).extras["memory_reads"]
+        bound = settings_of(request, RecallSettings).consistency_wait_s
+        indexing = not await reads.wait_for(tenant, body.agent_id, int(body.consistent_with), bound)
     query = MemoryQuery(
         body.agent_id, body.query, body.limit, body.min_score, SOURCES[body.corpus], body.caller_session_key
     )
     found = await _search(request).search(tenant, query)
-    return MemorySearchResponse(results=[_to_hit(h) for h in found.hits], fallbacks=found.fallbacks)
+    hits = [_to_hit(h) for h in found.hits]
+    return MemorySearchResponse(results=hits, fallbacks=found.fallbacks, indexing=indexing)
 
 
 @router.get("/v1/memory/status", response_model=MemoryStatus)

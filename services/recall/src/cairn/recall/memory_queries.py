@@ -7,6 +7,8 @@ exact), and a large one through HNSW with pgvector 0.8's iterative scan, allowed
 tuples for its share of the index to fill the candidate list.
 """
 
+import asyncio
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -46,13 +48,15 @@ WITH nearest AS MATERIALIZED (
     ORDER BY embedding::vector({d}) <=> $5::real[]::vector({d})
     LIMIT $7
 )
-SELECT chunk_id, 1 - distance AS score FROM nearest ORDER BY distance
+SELECT chunk_id, 1 - distance AS score FROM nearest ORDER BY distance + 0
 """
 ANN_VECTOR = {d: _ANN.format(d=d, filter=_FILTER) for d in SUPPORTED_DIMS}
-# Relaxed order (re-sorted above) visits the graph once; the bound is sized per query, see `ann_settings`.
+# Relaxed order visits the graph once (re-sorted above: `+ 0`, or the planner would trust the CTE's own
+# order); the bound is sized per query, see `ann_settings`. Sorting is discouraged so that the planner
+# walks the HNSW index rather than sorting the agent's rows.
 SET_ANN = """
 SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', $1, true),
-       set_config('hnsw.max_scan_tuples', $2, true)
+       set_config('hnsw.max_scan_tuples', $2, true), set_config('enable_sort', 'off', true)
 """
 AGENT_CHUNKS = "SELECT chunks FROM indexer.memory_counts WHERE tenant_id = $1 AND agent_id = $2"
 INDEX_ROWS = "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'indexer.memory_chunks'::regclass"
@@ -61,6 +65,12 @@ SELECT chunk_id, source, path, session_key, session_id::text, start_line, end_li
        message_ids::text[] AS message_ids, dated, occurred_at,
        CASE WHEN model = $3 THEN embedding::real[] END AS embedding
 FROM indexer.memory_chunks WHERE tenant_id = $1 AND chunk_id = ANY($2::uuid[])
+"""
+# A write position is searchable once the memory consumers passed it and no debounced session holds it back.
+REACHED = """
+SELECT coalesce((SELECT ingest_seq FROM indexer.memory_progress WHERE tenant_id = $1 AND agent_id = $2), 0) >= $3
+   AND NOT EXISTS (SELECT 1 FROM indexer.memory_pending
+                   WHERE tenant_id = $1 AND agent_id = $2 AND first_seq <= $3)
 """
 STATUS_CHUNKS = """
 SELECT count(*) FILTER (WHERE source = 'memory') AS memory_chunks,
@@ -148,6 +158,17 @@ class MemoryReads:
             )
             for r in rows
         ]  # fmt: skip
+
+    async def wait_for(self, tenant: str, agent: str, position: int, bound_s: float) -> bool:
+        """Wait (bounded) until the agent's memory index covers ingest position `position`; False at the bound."""
+        deadline = time.monotonic() + bound_s
+        while True:
+            async with tenant_transaction(self._pool, tenant) as conn:
+                if await conn.fetchval(REACHED, uuid.UUID(tenant), agent, position):
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.05)
 
     async def status(self, tenant: str, agent: str, model: str | None) -> dict[str, Any]:
         tenant_id = uuid.UUID(tenant)

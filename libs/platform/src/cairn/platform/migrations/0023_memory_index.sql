@@ -83,10 +83,22 @@ CREATE TABLE indexer.memory_pending (
     session_id  uuid        NOT NULL,
     session_key text        NOT NULL,
     first_at    timestamptz NOT NULL DEFAULT now(),
+    first_seq   bigint,
     due_at      timestamptz NOT NULL,
     PRIMARY KEY (tenant_id, session_id)
 );
 CREATE INDEX memory_pending_due ON indexer.memory_pending (due_at);
+
+-- Read-your-writes for memory search: the highest ingest position the memory consumers have applied, per
+-- agent. A position is searchable once this has reached it and no session still waiting for its debounce
+-- holds a turn at or before it (`memory_pending.first_seq`).
+CREATE TABLE indexer.memory_progress (
+    tenant_id  uuid        NOT NULL,
+    agent_id   text        NOT NULL,
+    ingest_seq bigint      NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, agent_id)
+);
 
 CREATE TABLE indexer.memory_agents (
     tenant_id      uuid    NOT NULL,
@@ -100,27 +112,40 @@ SELECT cairn.isolate_by_tenant('indexer.memory_chunks');
 SELECT cairn.isolate_by_tenant('indexer.memory_counts');
 SELECT cairn.isolate_by_tenant('indexer.memory_turns');
 SELECT cairn.isolate_by_tenant('indexer.memory_agents');
--- Not forced: the owner-run function below lists due work across tenants; cairn_app stays bound.
-SELECT cairn.isolate_by_tenant('indexer.memory_pending', force => false);
--- Not forced either: the owner-run function below finds which agents hold vectors of another model.
-ALTER TABLE indexer.memory_chunks NO FORCE ROW LEVEL SECURITY;
+SELECT cairn.isolate_by_tenant('indexer.memory_progress');
+SELECT cairn.isolate_by_tenant('indexer.memory_pending');
 
 -- Background work of the indexer, across tenants: sessions whose debounce ran out, and agents whose
--- vectors were made by another model than the configured one (re-embedding). The rows themselves are
--- then read and written in tenant transactions, under row-level security.
+-- vectors were made by another model than the configured one (re-embedding). As the owner these functions
+-- may list the tenants; they set each tenant in turn, so row-level security still scopes every read.
 CREATE FUNCTION indexer.due_memory_sessions(p_limit int)
 RETURNS TABLE (tenant_id uuid, agent_id text, session_id uuid)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = indexer, pg_temp AS $$
-    SELECT tenant_id, agent_id, session_id FROM indexer.memory_pending
-    WHERE due_at <= now() ORDER BY due_at LIMIT p_limit
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = indexer, pg_temp AS $$
+DECLARE
+    t uuid;
+BEGIN
+    FOR t IN SELECT x.tenant_id FROM ingest.tenants x LOOP
+        PERFORM set_config('cairn.tenant_id', t::text, true);
+        RETURN QUERY SELECT p.tenant_id, p.agent_id, p.session_id FROM indexer.memory_pending p
+            WHERE p.tenant_id = t AND p.due_at <= now() ORDER BY p.due_at LIMIT p_limit;
+    END LOOP;
+    PERFORM set_config('cairn.tenant_id', '', true);
+END
 $$;
 
 CREATE FUNCTION indexer.stale_memory_agents(p_model text)
 RETURNS TABLE (tenant_id uuid, agent_id text, stale bigint)
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = indexer, pg_temp AS $$
-    SELECT tenant_id, agent_id, count(*) FROM indexer.memory_chunks
-    WHERE model IS DISTINCT FROM p_model
-    GROUP BY tenant_id, agent_id
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = indexer, pg_temp AS $$
+DECLARE
+    t uuid;
+BEGIN
+    FOR t IN SELECT x.tenant_id FROM ingest.tenants x LOOP
+        PERFORM set_config('cairn.tenant_id', t::text, true);
+        RETURN QUERY SELECT c.tenant_id, c.agent_id, count(*) FROM indexer.memory_chunks c
+            WHERE c.tenant_id = t AND c.model IS DISTINCT FROM p_model GROUP BY c.tenant_id, c.agent_id;
+    END LOOP;
+    PERFORM set_config('cairn.tenant_id', '', true);
+END
 $$;
 
 REVOKE ALL ON FUNCTION indexer.due_memory_sessions(int) FROM PUBLIC;
@@ -128,4 +153,4 @@ REVOKE ALL ON FUNCTION indexer.stale_memory_agents(text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION indexer.due_memory_sessions(int) TO cairn_app;
 GRANT EXECUTE ON FUNCTION indexer.stale_memory_agents(text) TO cairn_app;
 GRANT SELECT, INSERT, UPDATE, DELETE ON indexer.memory_chunks, indexer.memory_counts, indexer.memory_turns,
-    indexer.memory_pending, indexer.memory_agents TO cairn_app;
+    indexer.memory_pending, indexer.memory_agents, indexer.memory_progress TO cairn_app;

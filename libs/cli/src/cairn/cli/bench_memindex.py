@@ -1,0 +1,209 @@
+"""`cairn bench memindex`: the memory index's speed, three figures.
+
+- `embedding`: texts/s of the default local provider (one thread), for chat-turn-sized and
+  chunk-sized texts, batched, next to one text per call in the same process (the ratio is what batching
+  buys on this machine).
+- `search`: p50/p99 of `POST /v1/memory/search` through HTTP (query embedding included) for an agent
+  with 100,000 chunks, seeded directly in SQL (synthetic text, clustered vectors) as the schema owner;
+  the 512-d HNSW index is rebuilt after the bulk load, as a bulk import would. A baseline in the same
+  run: the same searches for an agent with 20 chunks (the exact-scan path).
+- `lag`: p50/p99 of a document edit's indexing lag: from sending `PUT /v1/memory/files/{path}` until a
+  search consistent with the write finds the edit (chunking, embedding and HNSW insertion included).
+"""
+
+import asyncio
+import hashlib
+import random
+import statistics
+import time
+import uuid
+from typing import Any
+
+import asyncpg
+import httpx
+
+from cairn.cli.bench import new_tenant
+from cairn.memindex import LocalEmbedder
+
+VOCABULARY = [
+    "harbour",
+    "lighthouse",
+    "budget",
+    "launch",
+    "parcel",
+    "slides",
+    "garden",
+    "recipe",
+    "piano",
+    "marathon",
+    "ticket",
+    "invoice",
+    "museum",
+    "holiday",
+    "meeting",
+    "dentist",
+    "birthday",
+    "project",
+    "release",
+    "contract",
+    "flight",
+    "hotel",
+    "concert",
+    "painting",
+    "football",
+    "allergy",
+    "peanuts",
+    "coffee",
+    "tea",
+    "weekend",
+    "family",
+    "school",
+    "teacher",
+    "doctor",
+    "weather",
+    "umbrella",
+    "bicycle",
+    "train",
+]
+
+
+def _sentence(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(VOCABULARY) for _ in range(words))
+
+
+def _percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {
+        "p50_ms": round(statistics.median(ordered) * 1000, 2),
+        "p99_ms": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000, 2),
+        "mean_ms": round(statistics.fmean(ordered) * 1000, 2),
+    }
+
+
+def run_embedding(texts: int = 512) -> list[dict[str, Any]]:
+    embedder = LocalEmbedder()
+    started = time.perf_counter()
+    embedder.load()
+    load_s = time.perf_counter() - started
+    rng = random.Random(7)
+    rows = []
+    for label, words in (("turn (~20 words)", 20), ("chunk (~300 words, 400 tokens)", 300)):
+        batch = [_sentence(rng, words) for _ in range(texts if words < 100 else texts // 4)]
+        started = time.perf_counter()
+        for first in range(0, len(batch), 64):
+            embedder.encode(batch[first : first + 64])
+        batched = len(batch) / (time.perf_counter() - started)
+        singles = batch[:32]
+        started = time.perf_counter()
+        for text in singles:
+            embedder.encode([text])
+        one_by_one = len(singles) / (time.perf_counter() - started)
+        rows.append({"texts": label, "batched_per_s": round(batched, 1), "one_per_call_per_s": round(one_by_one, 1),
+                     "batching_gain": round(batched / one_by_one, 2), "model_load_s": round(load_s, 2)})  # fmt: skip
+    return rows
+
+
+SEED = """
+INSERT INTO indexer.memory_chunks (tenant_id, agent_id, source, path, start_line, end_line, text, terms,
+    content_hash, model, dims, embedding)
+SELECT $1, 'main', 'memory', 'memory/bank/bench-' || (g / 50) || '.md', g % 50 + 1, g % 50 + 1, t.text,
+       to_tsvector('simple', t.text), '\\x00', $2, 512, c.v + n.v
+FROM generate_series(0, $3 - 1) g
+CROSS JOIN LATERAL (SELECT string_agg(w[1 + floor(random() * array_length(w, 1))::int], ' ') AS text
+                    FROM generate_series(1, 40), (SELECT $4::text[] AS w) v WHERE g >= 0) t
+JOIN centres c ON c.c = g % 256 JOIN noise n ON n.n = (g * 7919) % 1000
+"""
+SEED_TABLES = """
+CREATE TEMP TABLE centres AS SELECT c, (SELECT array_agg(random() - 0.5)::real[]::vector
+    FROM generate_series(1, 512) WHERE c >= 0) AS v FROM generate_series(0, 255) c;
+CREATE TEMP TABLE noise AS SELECT n, (SELECT array_agg((random() - 0.5) * 0.6)::real[]::vector
+    FROM generate_series(1, 512) WHERE n >= 0) AS v FROM generate_series(0, 999) n;
+"""
+REBUILD_HNSW = """
+DROP INDEX IF EXISTS indexer.memory_chunks_hnsw_512;
+SET maintenance_work_mem = '1GB';
+CREATE INDEX memory_chunks_hnsw_512 ON indexer.memory_chunks
+    USING hnsw ((embedding::vector(512)) vector_cosine_ops) WHERE dims = 512;
+ANALYZE indexer.memory_chunks;
+"""
+COUNT = """
+INSERT INTO indexer.memory_counts (tenant_id, agent_id, chunks) VALUES ($1, 'main', $2)
+ON CONFLICT (tenant_id, agent_id) DO UPDATE SET chunks = excluded.chunks
+"""
+
+
+async def _seed(owner_url: str, tenant: str, model: str, chunks: int) -> None:
+    conn = await asyncpg.connect(owner_url)
+    try:
+        await conn.execute(SEED_TABLES)
+        async with conn.transaction():
+            await conn.execute("SELECT set_config('cairn.tenant_id', $1, true)", tenant)
+            for first in range(0, chunks, 20_000):
+                size = min(20_000, chunks - first)
+                await conn.execute(SEED, uuid.UUID(tenant), model, size, VOCABULARY)
+            await conn.execute(COUNT, uuid.UUID(tenant), chunks)
+        await conn.execute(REBUILD_HNSW)
+    finally:
+        await conn.close()
+
+
+def _time_searches(recall: httpx.Client, queries: list[str]) -> list[float]:
+    recall.post("/v1/memory/search", json={"query": queries[0]}).raise_for_status()  # warm up
+    samples = []
+    for query in queries:
+        started = time.perf_counter()
+        recall.post("/v1/memory/search", json={"query": query}).raise_for_status()
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+def run_search(endpoints: dict[str, str], chunks: int, queries: int) -> list[dict[str, Any]]:
+    owner_url = endpoints["CAIRN_POSTGRES_URL"].replace("cairn_app@", "cairn_owner@")
+    rng = random.Random(11)
+    asked = [_sentence(rng, rng.choice([3, 6, 10])) for _ in range(queries)]
+    rows = []
+    for label, size in (("baseline: 20 chunks (exact scan)", 20), (f"{chunks:,} chunks (HNSW)", chunks)):
+        key = new_tenant(endpoints, f"bench-memory-{size}")
+        headers = {"Authorization": f"Bearer {key}"}
+        with httpx.Client(base_url=endpoints["CAIRN_RECALL_URL"], headers=headers, timeout=60) as recall:
+            model = recall.get("/v1/memory/status").raise_for_status().json()["model"]
+            tenant_id = asyncio.run(_tenant_of(owner_url, key))
+            started = time.perf_counter()
+            asyncio.run(_seed(owner_url, tenant_id, model, size))
+            seeded = time.perf_counter() - started
+            rows.append({"agent": label, **_percentiles(_time_searches(recall, asked)), "queries": queries,
+                         "seed_s": round(seeded, 1)})  # fmt: skip
+    return rows
+
+
+async def _tenant_of(owner_url: str, api_key: str) -> str:
+    """The tenant a fresh key belongs to (the admin API answers with the key only)."""
+    conn = await asyncpg.connect(owner_url)
+    try:
+        tenant = await conn.fetchval("SELECT ingest.authenticate($1)", hashlib.sha256(api_key.encode()).digest())
+    finally:
+        await conn.close()
+    return str(tenant)
+
+
+def run_lag(endpoints: dict[str, str], edits: int) -> list[dict[str, Any]]:
+    key = new_tenant(endpoints, "bench-memory-lag")
+    headers = {"Authorization": f"Bearer {key}"}
+    rng = random.Random(5)
+    body = "\n".join(f"- {_sentence(rng, 12)}" for _ in range(60))  # about four chunks
+    samples = []
+    with (
+        httpx.Client(base_url=endpoints["CAIRN_INGEST_URL"], headers=headers, timeout=60) as ingest,
+        httpx.Client(base_url=endpoints["CAIRN_RECALL_URL"], headers=headers, timeout=60) as recall,
+    ):
+        for i in range(edits):
+            token = f"edit{uuid.uuid4().hex[:10]}"
+            started = time.perf_counter()
+            written = ingest.put("/v1/memory/files/memory/bank/lag.md", json={"text": f"{body}\n- {token} {i}"})
+            position = written.raise_for_status().json()["position"]
+            while True:
+                found = recall.post("/v1/memory/search", json={"query": token, "consistent_with": position}).json()
+                if any(token in hit["snippet"] for hit in found["results"]):
+                    break
+            samples.append(time.perf_counter() - started)
+    return [{"figure": "document edit → searchable", **_percentiles(samples), "edits": edits}]

@@ -1,0 +1,74 @@
+"""`cairn reindex` rebuilds the memory index from the stored documents and remembered turns, and the
+rebuilt index is the one the indexer built from the events: same chunks, terms and vectors."""
+
+from typing import Any
+
+import asyncpg
+import numpy as np
+import pytest
+
+from cairn.cli.reindex import reindex
+from cairn.local import LocalStack
+from cairn.local.stack import OWNER
+from cairn.memindex import LocalEmbedder, MemoryIndex, MemoryIndexSettings
+from tests.conftest import Tenant
+from tests.e2e.test_memory_search import Memory
+
+pytestmark = pytest.mark.e2e
+
+SNAPSHOT = """
+SELECT agent_id, source, path, version, session_key, session_id::text, start_line, end_line, text, terms::text,
+       content_hash, message_ids::text[], dated, model, dims, embedding::real[] AS embedding
+FROM indexer.memory_chunks WHERE tenant_id = $1
+ORDER BY source, path, session_id, start_line, text
+"""
+COUNTS = "SELECT agent_id, chunks FROM indexer.memory_counts WHERE tenant_id = $1 AND chunks > 0 ORDER BY agent_id"
+
+
+async def _snapshot(stack: LocalStack, tenant: str) -> tuple[list[dict[str, Any]], list[Any]]:
+    conn = await asyncpg.connect(stack.postgres_url("postgres"))
+    try:
+        rows = [dict(r) for r in await conn.fetch(SNAPSHOT, tenant)]
+        counts = [tuple(r) for r in await conn.fetch(COUNTS, tenant)]
+    finally:
+        await conn.close()
+    return rows, counts
+
+
+def _same(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> None:
+    assert len(before) == len(after)
+    for old, new in zip(before, after, strict=True):
+        assert {k: v for k, v in old.items() if k != "embedding"} == {k: v for k, v in new.items() if k != "embedding"}
+        # the same text through the same model; float sums may differ in the last bits with batch composition
+        assert np.allclose(np.asarray(old["embedding"]), np.asarray(new["embedding"]), atol=1e-5)
+
+
+def test_reindex_rebuilds_the_same_index(services: LocalStack, tenant: Tenant) -> None:
+    import asyncio
+
+    memory = Memory(services, tenant)
+    long_note = "\n".join(f"- note {i}: we talked about topic number {i} and its details" for i in range(120))
+    memory.write({"MEMORY.md": "- prefers tea\n- lives in Lyon", "memory/daily/2026-11-02.md": long_note})
+    memory.write({"MEMORY.md": "- prefers green tea\n- lives in Lyon"})  # an edit: version 2
+    for i in range(40):
+        tenant.say(f"message {i} about the harbour trip and the boat number {i}", message_id=f"r{i}")
+    assert memory.settle(
+        lambda: (
+            memory.status()["pending"] == {"sessions": 0, "documents": 0, "reembed": 0}
+            and memory.status()["counts"]["session_chunks"] > 1
+        )
+    )
+    before = asyncio.run(_snapshot(services, tenant.tenant_id))
+    assert len(before[0]) > 5
+
+    embedder = LocalEmbedder()
+    port = services.state.ports["postgres"]
+    rebuilt = asyncio.run(
+        reindex(f"postgresql://{OWNER}@127.0.0.1:{port}/cairn", MemoryIndex(embedder, MemoryIndexSettings()),
+                tenant.tenant_id)
+    )  # fmt: skip
+    assert (rebuilt.tenants, rebuilt.documents, rebuilt.sessions) == (1, 2, 1)
+    after = asyncio.run(_snapshot(services, tenant.tenant_id))
+    _same(before[0], after[0])
+    assert before[1] == after[1]
+    assert memory.search("green tea")[0]["path"] == "MEMORY.md"
