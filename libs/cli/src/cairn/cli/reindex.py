@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import asyncpg
 
 from cairn.memindex import LocalEmbedder, MemoryIndex
-from cairn.platform.postgres import SET_TENANT
 
+SET_TENANT = "SELECT set_config('cairn.tenant_id', $1, true)"
 TENANTS = "SELECT tenant_id::text FROM ingest.tenants WHERE $1::uuid IS NULL OR tenant_id = $1 ORDER BY tenant_id"
 CLEAR_CHUNKS = "DELETE FROM indexer.memory_chunks WHERE tenant_id = $1"
 CLEAR_COUNTS = "DELETE FROM indexer.memory_counts WHERE tenant_id = $1"
