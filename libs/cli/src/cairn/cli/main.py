@@ -11,8 +11,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from cairn.cli.bench import read_endpoints, report, report_rows, report_table, run_import, run_ingest, write_json
 from cairn.cli.bench_history import run_history
 from cairn.cli.bench_load import LoadSettings, run_load, table
-from cairn.cli.bench_memory import run_memory
 from cairn.cli.bench_memindex import run_embedding, run_lag, run_search
+from cairn.cli.bench_memory import run_memory
 from cairn.cli.bench_retrieval import MODES, report_retrieval, run_retrieval
 from cairn.cli.importer import import_file
 from cairn.cli.memory import MemoryClient, export_memory, import_memory
@@ -154,6 +154,13 @@ def memory(args: argparse.Namespace) -> None:
 
 def main() -> None:
     args = _parser().parse_args()
+    if args.command == "bench":
+        _bench(args)
+    else:
+        _command(args)
+
+
+def _command(args: argparse.Namespace) -> None:
     if args.command == "migrate":
         asyncio.run(migrate())
     elif args.command == "memory":
@@ -166,7 +173,10 @@ def main() -> None:
                              args.api_key or endpoints["CAIRN_API_KEY"])  # fmt: skip
         print(f"imported {result.messages} messages ({result.rejected} rejected): {result.accepted_per_s}/s "
               f"accepted, {result.searchable_per_s}/s until searchable")  # fmt: skip
-    elif args.kind == "ingest":
+
+
+def _bench(args: argparse.Namespace) -> None:
+    if args.kind == "ingest":
         report("ingest", run_ingest(read_endpoints(args.endpoints), args.messages, args.batch_size), args.out)
     elif args.kind == "import":
         report("import", run_import(read_endpoints(args.endpoints), args.data / "corpus.jsonl"), args.out)
