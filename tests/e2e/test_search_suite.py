@@ -113,3 +113,11 @@ def test_responses_stay_under_32_kib(tenant: Tenant) -> None:
     body = response.json()
     assert body["truncated"] is True
     assert 0 < len(body["results"]) < 25
+
+
+def test_a_phrase_that_matches_nothing_falls_back_to_its_words(corpus: tuple[Tenant, str]) -> None:
+    tenant, position = corpus
+    exact = _search(tenant, position, query='"support group"', limit=25)["results"]
+    assert "en-group-support" not in [hit["external_id"] for hit in exact]  # a phrase that matches stays strict
+    loose = _search(tenant, position, query='"new parents group"', limit=25)["results"]
+    assert loose[0]["external_id"] == "en-support-group"  # no message has it in that order

@@ -14,6 +14,7 @@ from cairn.text.tokenizer import (
     to_tsquery,
     to_tsvector_literal,
     to_tsvector_text,
+    without_phrases,
 )
 
 __all__ = [
@@ -32,4 +33,5 @@ __all__ = [
     "to_tsquery",
     "to_tsvector_literal",
     "to_tsvector_text",
+    "without_phrases",
 ]

@@ -212,6 +212,11 @@ def build_query(text: str) -> SearchQuery | None:
     )
 
 
+def without_phrases(text: str) -> str:
+    """The query with its quotes taken out: the words of phrases that matched nothing, asked alone."""
+    return text.translate(_QUOTES).replace('"', " ")
+
+
 def _normalise(text: str) -> str:
     """NFKC folds full-width and compatibility forms; apostrophes go so "user's" stems to "user"."""
     return _APOSTROPHE.sub("", unicodedata.normalize("NFKC", text).lower())

@@ -11,7 +11,7 @@ from cairn.platform.auth import Tenant
 from cairn.platform.runtime import runtime_of, settings_of
 from cairn.recall.queries import Page, ReadStore, Scope
 from cairn.recall.settings import RecallSettings
-from cairn.text import build_query, snippet
+from cairn.text import SearchQuery, build_query, snippet, without_phrases
 
 router = APIRouter()
 AgentId = Annotated[str, Query(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
@@ -74,6 +74,10 @@ def _within_budget(hits: list[SessionHit], budget: int) -> tuple[list[SessionHit
     return kept, False
 
 
+async def _any_hit(store: ReadStore, tenant: str, scope: Scope, query: SearchQuery) -> bool:
+    return bool(await store.search_messages(tenant, scope, query, Page(1, 0, 1)))
+
+
 async def _scope(store: ReadStore, tenant: str, body: SessionSearch) -> Scope:
     """What the caller may see; without a caller session, self and tree see what the agent sees."""
     caller, agent = body.caller_session_key, body.agent_id
@@ -88,7 +92,11 @@ async def _scope(store: ReadStore, tenant: str, body: SessionSearch) -> Scope:
 
 @router.post("/v1/sessions/search", response_model=SessionSearchResult, tags=["sessions"])
 async def search_sessions(body: SessionSearch, tenant: Tenant, request: Request) -> SessionSearchResult:
-    """Find user and assistant messages again, word for word (Chinese, Japanese, Korean included)."""
+    """Find user and assistant messages again, word for word (Chinese, Japanese, Korean included).
+
+    Messages with every term rank first, then by relevance (BM25), then the most recent; `"quoted
+    phrases"` must match in order, and when they match nothing at all their words are searched instead.
+    """
     store, settings = _store(request), _settings(request)
     indexing = False
     if body.consistent_with is not None:
@@ -101,6 +109,10 @@ async def search_sessions(body: SessionSearch, tenant: Tenant, request: Request)
     scope = await _scope(store, tenant, body)
     page = Page(body.limit, body.offset, settings.search_candidates)
     rows = await store.search_messages(tenant, scope, query, page)
+    relaxed = build_query(without_phrases(body.query))
+    if not rows and relaxed is not None and relaxed != query and not await _any_hit(store, tenant, scope, query):
+        # quoted phrases that match nothing anywhere fall back to their words (every page alike)
+        query, rows = relaxed, await store.search_messages(tenant, scope, relaxed, page)
     hits = [
         SessionHit(
             session_key=r.session_key,
