@@ -10,10 +10,10 @@ import asyncpg
 from cairn.platform.postgres import tenant_transaction
 from cairn.text import SearchQuery
 
-# Ranking: BM25 over the query's lexemes (k1 1.2, b 0.75), messages with every term first, then the
-# more recent, then by id, so the order is stable and pages never overlap. Candidates are the messages
-# matching any term, in scope (visibility is part of the WHERE clause, so hidden sessions never take a
-# place under LIMIT), the most recent $9 of them: every match in a tenant of ordinary size, bounded work
+# Ranking: BM25 over the query's lexemes (k1 0.9, b 0.4: Anserini's defaults, suited to short chat
+# messages), messages with every term first, then the more recent, then by id, so the order is stable
+# and pages never overlap. Candidates are the messages matching any term, in scope (visibility is part
+# of the WHERE clause, so hidden sessions never take a place under LIMIT), the most recent $9 of them: every match in a tenant of ordinary size, bounded work
 # in the largest (a frequent term walks messages_tenant_recent back in time, a rare one reads its few
 # matches from messages_tenant_terms; migration 0017 says why matching runs in a function). Document
 # frequencies are counted over the candidates (exact when they are all of the matches), the tenant's
@@ -42,7 +42,7 @@ corpus AS MATERIALIZED (
 scored AS (
     SELECT message_id, occurred_at, every,
            sum(weight * ln(1 + (corpus.n - df + 0.5) / (df + 0.5))
-               * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * found.length / corpus.length))) AS bm25
+               * tf * 1.9 / (tf + 0.9 * (0.6 + 0.4 * found.length / corpus.length))) AS bm25
     FROM found, corpus
     GROUP BY message_id, occurred_at, every
 ),
