@@ -13,8 +13,8 @@ from cairn.text import SearchQuery
 # Ranking: BM25 over the query's lexemes (k1 0.9, b 0.4: Anserini's defaults, suited to short chat
 # messages), messages with every term first, then the more recent, then by id, so the order is stable
 # and pages never overlap. Candidates are the messages matching any term, in scope (visibility is part
-# of the WHERE clause, so hidden sessions never take a place under LIMIT), the most recent $9 of them: every match in a tenant of ordinary size, bounded work
-# in the largest (a frequent term walks messages_tenant_recent back in time, a rare one reads its few
+# of the WHERE clause, so hidden sessions never take a place under LIMIT), the most recent $9 of them:
+# every match in a tenant of ordinary size, bounded work in the largest (a frequent term walks messages_tenant_recent back in time, a rare one reads its few
 # matches from messages_tenant_terms; migration 0017 says why matching runs in a function). Document
 # frequencies are counted over the candidates (exact when they are all of the matches), the tenant's
 # size up to 10,000 rows; a message's length is its number of distinct lexemes. Term frequencies come
