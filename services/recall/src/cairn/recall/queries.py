@@ -14,13 +14,14 @@ from cairn.text import SearchQuery
 # messages), messages with every term first, then the more recent, then by id, so the order is stable
 # and pages never overlap. Candidates are the messages matching any term, in scope (visibility is part
 # of the WHERE clause, so hidden sessions never take a place under LIMIT), the most recent $9 of them:
-# every match in a tenant of ordinary size, bounded work in the largest (a frequent term walks messages_tenant_recent back in time, a rare one reads its few
-# matches from messages_tenant_terms; migration 0017 says why matching runs in a function). Document
-# frequencies are counted over the candidates (exact when they are all of the matches), the tenant's
-# size up to 10,000 rows; a message's length is its number of distinct lexemes. Term frequencies come
-# from the asked lexemes alone, marked by setweight and kept by ts_filter (both in C): unnesting whole
-# vectors costs five times more. Every step scans or aggregates the step before, with no join between
-# row sets, so even a plan with poor estimates stays linear in the candidates.
+# every match in a tenant of ordinary size, bounded work in the largest (a frequent term walks
+# messages_tenant_recent back in time, a rare one reads its few matches from messages_tenant_terms;
+# migration 0017 says why matching runs in a function). Document frequencies are counted over the
+# candidates (exact when they are all of the matches), the tenant's size up to 10,000 rows; a
+# message's length is its number of distinct lexemes. Term frequencies come from the asked lexemes
+# alone, marked by setweight and kept by ts_filter (both in C): unnesting whole vectors costs five
+# times more. Every step scans or aggregates the step before, with no join between row sets, so even a
+# plan with poor estimates stays linear in the candidates.
 # $2 any-term tsquery; $3 all-terms tsquery; $4 limit; $5 agent (NULL: every agent of the tenant);
 # $6 session keys (NULL: all); $7/$8 ranked lexemes and their weights; $9 candidate cap; $10 offset.
 SEARCH_MESSAGES = """
