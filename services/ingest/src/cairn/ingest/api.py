@@ -15,7 +15,7 @@ from cairn.ingest import incognito
 from cairn.ingest.domain import dedup_ids, new_api_key, received, refusal, text_too_large
 from cairn.ingest.settings import IngestSettings
 from cairn.ingest.store import AgentConfigs, TenantStore
-from cairn.platform.auth import Tenant, bearer_token
+from cairn.platform.auth import ApiKeys, Tenant, bearer_token
 from cairn.platform.problems import Problem, problem_response, validation_problem
 from cairn.platform.publisher import EventPublisher
 from cairn.platform.runtime import runtime_of, settings_of
@@ -28,11 +28,17 @@ def ingest_settings(request: Request) -> IngestSettings:
     return settings_of(request, IngestSettings)
 
 
-def require_admin(request: Request) -> None:
+async def require_admin(request: Request) -> None:
+    """401 without a valid credential; 403 for a tenant's API key, which is valid but not allowed here."""
     settings = ingest_settings(request)
     expected = settings.admin_token.get_secret_value() if settings.admin_token else ""
-    if not expected or not secrets.compare_digest(bearer_token(request), expected):
-        raise Problem(401, "This endpoint needs the admin token.")
+    token = bearer_token(request)
+    if expected and secrets.compare_digest(token, expected):
+        return
+    keys: ApiKeys = runtime_of(request).extras["api_keys"]
+    if await keys.tenant_for(token) is not None:
+        raise Problem(403, "A tenant's API key cannot use the admin API: send the admin token.")
+    raise Problem(401, "This endpoint needs the admin token.")
 
 
 class Accepted(BaseModel):

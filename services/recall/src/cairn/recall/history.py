@@ -43,7 +43,10 @@ class HistoryPage(BaseModel):
     truncated: bool = Field(description="a text was capped or the 80 KB response limit cut the page short")
     has_more: bool = Field(description="older messages of this window remain; ask again with `next_offset`")
     next_offset: int | None
-    bytes: int = Field(description="size of this JSON response in bytes")
+    indexing: bool = Field(
+        default=False, description="`consistent_with` was not reached within the bound: this is what is stored so far"
+    )
+    bytes: int = Field(description="size of this JSON response in bytes (the last field)")
 
 
 @dataclass(frozen=True)
@@ -176,6 +179,7 @@ class PageRequest:
     offset: int
     max_bytes: int = RESPONSE_BYTES
     text_chars: int = TEXT_CHARS
+    indexing: bool = False
 
 
 def build_page(request: PageRequest, newest_first: list[StoredMessage]) -> tuple[HistoryPage, bytes]:
@@ -193,6 +197,7 @@ def build_page(request: PageRequest, newest_first: list[StoredMessage]) -> tuple
         truncated=fitted.deferred or any(m.truncated for m in fitted.kept),
         has_more=has_more,
         next_offset=request.offset + len(fitted.kept) if has_more else None,
+        indexing=request.indexing,
         bytes=0,
     )
     return with_exact_size(page)

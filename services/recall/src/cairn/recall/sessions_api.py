@@ -28,11 +28,20 @@ from cairn.recall.history import (
 )
 from cairn.recall.history_queries import HistoryStore, Reads, SessionFilter, SessionHead
 from cairn.recall.incognito_reads import IncognitoReads
+from cairn.recall.queries import ReadStore
 from cairn.recall.settings import RecallSettings
 
 router = APIRouter(tags=["sessions"])
 AgentId = Annotated[str, Query(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 SessionKey = Annotated[str, Path(min_length=1, max_length=512)]
+ConsistentWith = Annotated[
+    str | None,
+    Query(
+        pattern=r"^[0-9]{1,19}$",
+        description="a write's position: wait (bounded) until the projections include it, else answer with "
+        "what is stored and `indexing: true`",
+    ),
+]
 _PROBLEM_JSON: dict[str, Any] = {"application/problem+json": {}}
 PROBLEMS: dict[int | str, dict[str, Any]] = {
     404: {"description": "No such session (or message) for this tenant", "content": _PROBLEM_JSON},
@@ -57,6 +66,7 @@ class SessionSummary(BaseModel):
 class SessionList(BaseModel):
     sessions: list[SessionSummary]
     next_cursor: str | None
+    indexing: bool = False
 
 
 def _store(request: Request) -> HistoryStore:
@@ -66,6 +76,16 @@ def _store(request: Request) -> HistoryStore:
 
 def _settings(request: Request) -> RecallSettings:
     return settings_of(request, RecallSettings)
+
+
+async def _caught_up(request: Request, tenant: str, agent: str, position: str | None) -> bool:
+    """False when `consistent_with` was given and not reached within the bound. The indexer applies what
+    the session service appended (messages, resets, new threads, forks), so once it has reached a position,
+    transcripts and the session list hold it too."""
+    if position is None:
+        return True
+    reads: ReadStore = runtime_of(request).extras["reads"]
+    return await reads.wait_for_index(tenant, agent, int(position), _settings(request).consistency_wait_s)
 
 
 @asynccontextmanager
@@ -103,12 +123,15 @@ async def history(
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
     include_tools: bool = False,
+    consistent_with: ConsistentWith = None,
 ) -> Response:
     """A session's messages, newest page first: the latest window, or the closed window of `message_id`.
 
     Redacted, at most 4000 characters per text and 80 KB per response; page back with `next_offset`.
     """
     roles = roles_shown(include_tools)
+    # an incognito thread is held in memory as soon as it is written: there is nothing to wait for
+    caught_up = is_incognito(session_key) or await _caught_up(request, tenant, agent_id, consistent_with)
     async with _reader(request, tenant, agent_id, session_key) as reads:
         session = await _open_session(reads, agent_id, session_key, session_id)
         anchor = await reads.anchor_window(session.session_id, message_id) if message_id else None
@@ -120,7 +143,7 @@ async def history(
     settings = _settings(request)
     page = PageRequest(
         session_key, session.session_id, HistoryWindow(reset_index=window, has_earlier_windows=earlier),
-        limit, offset, settings.history_max_bytes, settings.history_text_chars,
+        limit, offset, settings.history_max_bytes, settings.history_text_chars, indexing=not caught_up,
     )  # fmt: skip
     _, body = build_page(page, rows)
     return Response(body, media_type="application/json")
@@ -143,11 +166,13 @@ async def list_sessions(
     updated_since: AwareDatetime | None = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     cursor: Annotated[str | None, Query(max_length=2048)] = None,
+    consistent_with: ConsistentWith = None,
 ) -> SessionList:
     """An agent's sessions, most recently updated first, with cursor paging."""
+    caught_up = await _caught_up(request, tenant, agent_id, consistent_with)
     where = SessionFilter(agent_id, chat_type, status, updated_since, _cursor(cursor))
     rows = await _store(request).sessions(tenant, where, limit + 1)
     sessions = [SessionSummary(**row) for row in rows[:limit]]
     last = sessions[-1] if len(rows) > limit else None
     next_cursor = encode_cursor(Cursor(last.updated_at, last.session_key)) if last else None
-    return SessionList(sessions=sessions, next_cursor=next_cursor)
+    return SessionList(sessions=sessions, next_cursor=next_cursor, indexing=not caught_up)
