@@ -99,6 +99,12 @@ def test_new_from_a_user_resets_the_session_instead_of_being_stored(tenant: Tena
     assert page["window"] == {"reset_index": 1, "has_earlier_windows": True}
 
 
+def test_a_text_over_the_limit_is_413_naming_the_field_and_the_limit(tenant: Tenant) -> None:
+    too_large = tenant.ingest.post("/v1/messages", json={**MESSAGE, "text": "x" * (64 * 1024 + 1)})
+    problem(too_large, 413, "text", str(64 * 1024))
+    problem(tenant.ingest.post("/v1/messages", json={**MESSAGE, "chat_type": "dm"}), 422, "chat_type")
+
+
 def test_a_batch_answers_per_item_and_is_capped_at_1000(tenant: Tenant) -> None:
     good = {**MESSAGE, "message_id": "b-1", "text": "第一条"}
     response = tenant.ingest.post("/v1/messages/batch", json={"messages": [good, {**good, "role": "robot"}]})
@@ -262,6 +268,33 @@ def test_a_position_not_reached_answers_what_is_stored_with_indexing_true(tenant
     problem(tenant.recall.get("/v1/sessions", params={"consistent_with": "-1"}), 422, "consistent_with")
 
 
+def test_query_strings_written_as_api_md_templates_take_the_defaults(tenant: Tenant) -> None:
+    """`?agent_id=&prefix=` as API.md writes it: an empty parameter is the default (agent `main`)."""
+    said = tenant.say("template", message_id="q-1")
+    key = said["session_key"]
+    raw = "agent_id=&session_id=&message_id=&limit=&offset=&include_tools="
+    page = tenant.recall.get(f"/v1/sessions/{key}/history?{raw}&consistent_with={said['position']}")
+    assert page.status_code == 200, page.text
+    assert [m["text"] for m in page.json()["messages"]] == ["template"]
+    listing = tenant.recall.get("/v1/sessions?agent_id=&chat_type=&status=&limit=&cursor=")
+    assert listing.status_code == 200, listing.text
+    assert [s["session_key"] for s in listing.json()["sessions"]] == [key]
+
+    assert tenant.ingest.put("/v1/memory/files/MEMORY.md", json={"text": "- a\n- b\n"}).status_code == 201
+    files = tenant.recall.get("/v1/memory/files?agent_id=&prefix=")
+    assert files.status_code == 200, files.text
+    assert [f["path"] for f in files.json()["files"]] == ["MEMORY.md"]
+    window = tenant.recall.get("/v1/memory/files/MEMORY.md?agent_id=&from=&lines=")
+    assert window.status_code == 200, window.text
+    assert (window.json()["from"], window.json()["text"]) == (1, "- a\n- b\n")
+    status = tenant.recall.get("/v1/memory/status?agent_id=")
+    assert status.status_code == 200, status.text
+    assert status.json()["documents"] == 1
+    assert tenant.ingest.delete("/v1/memory/files/MEMORY.md?agent_id=").status_code == 200
+    # a value that is there is still checked
+    problem(tenant.recall.get("/v1/memory/status?agent_id=no%20spaces"), 422, "agent_id")
+
+
 def test_another_tenants_session_and_memory_file_are_404(tenant: Tenant, other_tenant: Tenant) -> None:
     tenant.say("secret plans", message_id="s-1")
     history_when(tenant, "agent:main:main", lambda p: bool(p["messages"]))
@@ -361,6 +394,9 @@ def test_memory_search_and_status_as_written(tenant: Tenant) -> None:
     assert fields <= hit.keys()
     assert (hit["path"], hit["source"], hit["start_line"]) == ("MEMORY.md", "memory", 1)
     assert "用户不吃辣" in hit["snippet"]
+    cited = tenant.recall.get(hit["citation"])  # the citation opens the lines the hit was cut from
+    assert cited.status_code == 200, cited.text
+    assert "用户不吃辣" in cited.json()["text"]
     problem(tenant.recall.post("/v1/memory/search", json={**body, "corpus": "files"}), 422, "corpus")
 
     status = tenant.recall.get("/v1/memory/status", params={"agent_id": "main"})

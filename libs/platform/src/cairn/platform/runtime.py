@@ -25,6 +25,7 @@ from cairn.platform.postgres import create_pool, ping
 from cairn.platform.problems import install_problem_handlers
 from cairn.platform.publisher import EventPublisher
 from cairn.platform.pull import Consumer
+from cairn.platform.query import EmptyQueryParamsAreAbsent
 from cairn.platform.settings import ServiceSettings
 from cairn.platform.telemetry import setup_logging, setup_tracing
 
@@ -157,6 +158,7 @@ def create_service_app(
 
     app = FastAPI(title=f"cairn {name}", description=description, version="1", lifespan=lifespan)
     install_problem_handlers(app)
+    app.add_middleware(EmptyQueryParamsAreAbsent)
     app.include_router(health_router())
     for router in routers:
         app.include_router(router)
