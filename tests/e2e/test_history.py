@@ -215,7 +215,7 @@ def test_sessions_are_listed_with_counts_and_filtered_by_chat_type(tenant: Tenan
     assert tenant.recall.get("/v1/sessions", params={"status": "archived"}).json()["sessions"] == []
     later = tenant.recall.get("/v1/sessions", params={"updated_since": "2999-01-01T00:00:00+00:00"}).json()
     assert later["sessions"] == []
-    assert other_tenant.recall.get("/v1/sessions").json() == {"sessions": [], "next_cursor": None}
+    assert other_tenant.recall.get("/v1/sessions").json() == {"sessions": [], "next_cursor": None, "indexing": False}
 
 
 def test_the_cursor_pages_through_sessions_without_duplicates(tenant: Tenant) -> None:
