@@ -7,8 +7,9 @@ the ranked `doc_id`s (top 50) per question in the scorer's run format.
 
 Modes: `sessions` asks `POST /v1/sessions/search` (visibility `all`) in two pages of 25, the API's
 largest `limit`, using its `offset` (the order is stable, so pages never overlap); `memory` asks
-`POST /v1/memory/search` over memory and transcripts (`corpus: all`); `all` merges both lists by
-reciprocal rank.
+`POST /v1/memory/search` over memory and transcripts (`corpus: all`, limit 50) and maps the transcript
+entries of its hits (cairn's message ids) to doc ids through session history, which names each
+message's adapter id; `all` merges both lists by reciprocal rank.
 """
 
 import json
@@ -99,6 +100,27 @@ def _wait_indexed(recall_url: str, conversation: Conversation, timeout_s: float 
                 raise TimeoutError(f"not indexed within {timeout_s:.0f}s")
 
 
+def _wait_memory_indexed(recall_url: str, conversation: Conversation, timeout_s: float = 60) -> None:
+    """Memory search's own read-your-writes wait (transcripts join memory after a debounce); at the
+    bound the run goes on with what is indexed, and says so."""
+    headers = {"Authorization": f"Bearer {conversation.api_key}"}
+    body = {"agent_id": conversation.agent_id, "query": "x", "corpus": "all", "consistent_with": conversation.position}
+    deadline = time.monotonic() + timeout_s
+    with httpx.Client(base_url=recall_url, headers=headers, timeout=60) as recall:
+        while True:
+            response = recall.post("/v1/memory/search", json=body)
+            if response.status_code == 404:
+                raise EndpointMissing(
+                    "POST /v1/memory/search answered 404: this stack has no memory search yet (issue 5); "
+                    "use --mode sessions"
+                )
+            if not response.raise_for_status().json().get("indexing", False):
+                return
+            if time.monotonic() > deadline:
+                print(f"warning: memory search still indexing after {timeout_s:.0f}s; going on", file=sys.stderr)
+                return
+
+
 def _sessions_ranking(recall: httpx.Client, agent_id: str, question: str) -> list[str]:
     """Top 50 through session search: two pages of 25, the adapter's ids (doc ids) in rank order."""
     ranked: list[str] = []
@@ -140,17 +162,36 @@ def _fuse(*rankings: list[str], k: int = 60) -> list[str]:
     return sorted(scores, key=lambda doc: -scores[doc])[:TOP]
 
 
-def _resolver(recall: httpx.Client, agent_id: str, question: str) -> dict[str, str]:
-    """cairn's message ids of the session-search hits for a question, mapped to the adapter's ids."""
-    body = {"agent_id": agent_id, "query": question, "limit": PAGE, "visibility": "all"}
-    hits = recall.post("/v1/sessions/search", json=body).raise_for_status().json()["results"]
-    return {hit["message_id"]: hit["external_id"] for hit in hits if hit.get("external_id")}
+def _resolver(recall_url: str, conversation: Conversation) -> dict[str, str]:
+    """cairn's message ids of a conversation mapped to the adapter's (doc ids), read from session history."""
+    headers = {"Authorization": f"Bearer {conversation.api_key}"}
+    agent, resolved = conversation.agent_id, {}
+    with httpx.Client(base_url=recall_url, headers=headers, timeout=60) as recall:
+        keys: list[str] = []
+        cursor: str | None = None
+        while True:
+            params: dict[str, str | int] = {"agent_id": agent, "limit": 200}
+            if cursor:
+                params["cursor"] = cursor
+            listing = recall.get("/v1/sessions", params=params).raise_for_status().json()
+            keys += [session["session_key"] for session in listing["sessions"]]
+            if not (cursor := listing["next_cursor"]):
+                break
+        for key in keys:
+            offset: int | None = 0
+            while offset is not None:
+                page = recall.get(f"/v1/sessions/{key}/history", params={"agent_id": agent, "limit": 200,
+                                                                          "offset": offset})  # fmt: skip
+                body = page.raise_for_status().json()
+                resolved.update({m["message_id"]: m["external_id"] for m in body["messages"] if m.get("external_id")})
+                offset = body["next_offset"]
+    return resolved
 
 
-def _rank(mode: str, recall: httpx.Client, agent_id: str, question: str) -> list[str]:
+def _rank(mode: str, recall: httpx.Client, agent_id: str, question: str, resolve: dict[str, str]) -> list[str]:
     if mode == "sessions":
         return _sessions_ranking(recall, agent_id, question)
-    memory = _memory_ranking(recall, agent_id, question, _resolver(recall, agent_id, question))
+    memory = _memory_ranking(recall, agent_id, question, resolve)
     return memory if mode == "memory" else _fuse(_sessions_ranking(recall, agent_id, question), memory)
 
 
@@ -171,13 +212,19 @@ def run_retrieval(endpoints: dict[str, str], data: Path, out: Path, mode: str) -
         _wait_indexed(endpoints["CAIRN_RECALL_URL"], conversation)
     indexed = time.perf_counter()
     print(f"ingested {len(corpus)} messages in {ingested - started:.1f}s; indexed after {indexed - ingested:.1f}s more")
+    resolvers: dict[str, dict[str, str]] = {conv_id: {} for conv_id in conversations}
+    if mode != "sessions":
+        for conv_id, conversation in conversations.items():
+            _wait_memory_indexed(endpoints["CAIRN_RECALL_URL"], conversation)
+            resolvers[conv_id] = _resolver(endpoints["CAIRN_RECALL_URL"], conversation)
+        indexed = time.perf_counter()
 
     lines, empty = [], 0
     for done, question in enumerate(questions, 1):
         conversation = conversations[question["conv_id"]]
         headers = {"Authorization": f"Bearer {conversation.api_key}"}
         with httpx.Client(base_url=endpoints["CAIRN_RECALL_URL"], headers=headers, timeout=60) as recall:
-            ranked = _rank(mode, recall, conversation.agent_id, question["question"])
+            ranked = _rank(mode, recall, conversation.agent_id, question["question"], resolvers[question["conv_id"]])
         empty += not ranked
         lines.append({"question_id": question["question_id"], "ranked_ids": ranked})
         if done % 25 == 0 or done == len(questions):

@@ -21,6 +21,7 @@ ALL_ROLES = ("user", "assistant", "tool", "system")
 
 class HistoryMessage(BaseModel):
     message_id: str = Field(description="cairn's id of the message (the adapter's id is also accepted as a query)")
+    external_id: str | None = Field(default=None, description="the adapter's message id, when it sent one")
     role: str
     sender_name: str | None
     text: str = Field(description="redacted, at most 4000 characters, or an omission marker")
@@ -60,6 +61,7 @@ class StoredMessage:
     occurred_at: datetime
     recorded_at: datetime
     position: int
+    external_id: str | None = None
 
 
 def roles_shown(include_tools: bool) -> tuple[str, ...]:
@@ -101,6 +103,7 @@ def to_message(stored: StoredMessage, text_chars: int = TEXT_CHARS) -> HistoryMe
     sender = redact(stored.sender_name) if stored.sender_name is not None else None
     return HistoryMessage(
         message_id=stored.message_id,
+        external_id=stored.external_id,
         role=stored.role,
         sender_name=sender,
         text=text,

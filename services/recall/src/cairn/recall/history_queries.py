@@ -45,7 +45,7 @@ SELECT EXISTS (
 """
 # Newest first from `offset`, one row more than asked so the caller knows whether older rows remain.
 WINDOW_MESSAGES = """
-SELECT message_id::text, role, sender_name, text, occurred_at, recorded_at, position
+SELECT message_id::text, role, sender_name, text, occurred_at, recorded_at, position, external_id
 FROM session.entries
 WHERE tenant_id = $1 AND session_id = $2 AND reset_index = $3 AND kind = 'message' AND role = ANY($4::text[])
 ORDER BY position DESC
@@ -141,7 +141,7 @@ class HistoryReads:
         return [
             StoredMessage(
                 r["message_id"], r["role"], r["sender_name"], r["text"] or "", r["occurred_at"],
-                r["recorded_at"], r["position"],
+                r["recorded_at"], r["position"], r["external_id"],
             )
             for r in rows
         ]  # fmt: skip
