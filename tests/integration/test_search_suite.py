@@ -142,6 +142,18 @@ async def test_scores_fall_in_rank_order(app_pool: Pool, corpus: str) -> None:
     assert all(0 < score < 2 for score in scores)
 
 
+async def test_an_older_message_with_every_term_is_not_crowded_out_by_recent_partial_matches(app_pool: Pool) -> None:
+    """Candidates are capped at the most recent matches; the cap applies to partial and full matches apart."""
+    tenant = str(uuid.uuid4())
+    messages = {"old-full": ("the invoice for Zanzibar is overdue", None)}
+    messages |= {f"recent-{index}": (f"invoice number {index} arrived", None) for index in range(40)}
+    await _index(app_pool, tenant, messages)
+    built = build_query("Zanzibar invoice")
+    assert built is not None
+    hits = await ReadStore(app_pool).search_messages(tenant, Scope(None, None), built, Page(5, 0, 10))
+    assert hits[0].external_id == "old-full"
+
+
 MATCHES = "SELECT count(*) FROM indexer.matching_messages($1, $2::tsquery, NULL, NULL, 100)"
 
 

@@ -13,7 +13,9 @@ from cairn.text import SearchQuery
 # Ranking: BM25 over the query's lexemes (k1 0.9, b 0.4: Anserini's defaults, suited to short chat
 # messages), messages with every term first, then the more recent, then by id, so the order is stable
 # and pages never overlap. Candidates are the messages matching any term, in scope (visibility is part
-# of the WHERE clause, so hidden sessions never take a place under LIMIT), the most recent $9 of them:
+# of the WHERE clause, so hidden sessions never take a place under LIMIT), the most recent $9 of them,
+# plus the most recent $9 matching every term (so an older message with every term is never crowded out
+# by recent partial matches; skipped by a one-time filter when both queries are the same):
 # every match in a tenant of ordinary size, bounded work in the largest (a frequent term walks
 # messages_tenant_recent back in time, a rare one reads its few matches from messages_tenant_terms;
 # migration 0017 says why matching runs in a function). Document frequencies are counted over the
@@ -26,8 +28,14 @@ from cairn.text import SearchQuery
 # $6 session keys (NULL: all); $7/$8 ranked lexemes and their weights; $9 candidate cap; $10 offset.
 SEARCH_MESSAGES = """
 WITH candidates AS MATERIALIZED (
-    SELECT message_id, occurred_at, terms, terms @@ CAST($3 AS tsquery) AS every
-    FROM indexer.matching_messages($1, CAST($2 AS tsquery), $5, $6, $9)
+    SELECT DISTINCT ON (message_id) message_id, occurred_at, terms, terms @@ CAST($3 AS tsquery) AS every
+    FROM (
+        SELECT * FROM indexer.matching_messages($1, CAST($2 AS tsquery), $5, $6, $9)
+        UNION ALL
+        SELECT * FROM indexer.matching_messages($1, CAST($3 AS tsquery), $5, $6, $9)
+        WHERE CAST($2 AS tsquery) <> CAST($3 AS tsquery)
+    ) matches
+    ORDER BY message_id
 ),
 found AS MATERIALIZED (
     SELECT c.message_id, c.occurred_at, c.every, length(c.terms)::float8 AS length,
