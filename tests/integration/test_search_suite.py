@@ -145,7 +145,7 @@ async def test_scores_fall_in_rank_order(app_pool: Pool, corpus: str) -> None:
 async def test_an_older_message_with_every_term_is_not_crowded_out_by_recent_partial_matches(app_pool: Pool) -> None:
     """Candidates are capped at the most recent matches; the cap applies to partial and full matches apart."""
     tenant = str(uuid.uuid4())
-    messages = {"old-full": ("the invoice for Zanzibar is overdue", None)}
+    messages: dict[str, tuple[str, str | None]] = {"old-full": ("the invoice for Zanzibar is overdue", None)}
     messages |= {f"recent-{index}": (f"invoice number {index} arrived", None) for index in range(40)}
     await _index(app_pool, tenant, messages)
     built = build_query("Zanzibar invoice")
