@@ -87,6 +87,7 @@ def test_a_message_as_written_is_accepted_once_and_kept_with_its_event_time(tena
     message = page["messages"][0]
     assert {"message_id", "role", "sender_name", "text", "occurred_at", "position"} <= message.keys()
     assert (message["role"], message["sender_name"]) == ("user", "Alice")
+    assert message["message_id"] == "tg-99812"  # the id it was written with
     assert RFC3339.match(message["occurred_at"])
     assert message["occurred_at"].startswith("2026-11-29T01:30:00")  # 09:30 at +08:00, kept as said
 
@@ -199,6 +200,7 @@ def test_session_search_as_written(tenant: Tenant) -> None:
     [hit] = found["results"]
     assert {"session_key", "session_id", "message_id", "role", "occurred_at", "snippet", "score"} <= hit.keys()
     assert (hit["session_key"], hit["role"]) == ("agent:main:main", "user")
+    assert hit["message_id"] == "tg-99812"  # the id it was written with
     assert "上海" in hit["snippet"]
     assert RFC3339.match(hit["occurred_at"])
 

@@ -103,7 +103,7 @@ def test_the_latest_window_is_shown_and_a_message_id_reopens_exactly_its_window(
 
     second = history(tenant, key, message_id="w1-a").json()
     assert texts(second) == ["second window"]
-    ours = second["messages"][0]["message_id"]  # cairn's id opens the same window
+    ours = second["messages"][0]["cairn_message_id"]  # cairn's id opens the same window
     assert history(tenant, key, message_id=ours).json()["messages"] == second["messages"]
 
     missing = problem(history(tenant, key, message_id="never-sent"), 404)

@@ -38,7 +38,8 @@ class SessionSearch(BaseModel):
 class SessionHit(BaseModel):
     session_key: str
     session_id: str
-    message_id: str
+    message_id: str = Field(description="the id the message was written with (API.md): the adapter's, else cairn's")
+    cairn_message_id: str = Field(description="cairn's id of the message, unique in the tenant")
     external_id: str | None = Field(description="the adapter's message id, when it sent one")
     role: str
     occurred_at: datetime
@@ -117,7 +118,8 @@ async def search_sessions(body: SessionSearch, tenant: Tenant, request: Request)
         SessionHit(
             session_key=r.session_key,
             session_id=r.session_id,
-            message_id=r.message_id,
+            message_id=r.external_id or r.message_id,
+            cairn_message_id=r.message_id,
             external_id=r.external_id,
             role=r.role,
             occurred_at=r.occurred_at,

@@ -20,7 +20,10 @@ ALL_ROLES = ("user", "assistant", "tool", "system")
 
 
 class HistoryMessage(BaseModel):
-    message_id: str = Field(description="cairn's id of the message (the adapter's id is also accepted as a query)")
+    message_id: str = Field(
+        description="the id the message was written with (API.md): the adapter's, else cairn's; either opens its window"
+    )
+    cairn_message_id: str = Field(description="cairn's id of the message, unique in the tenant")
     external_id: str | None = Field(default=None, description="the adapter's message id, when it sent one")
     role: str
     sender_name: str | None
@@ -102,7 +105,8 @@ def to_message(stored: StoredMessage, text_chars: int = TEXT_CHARS) -> HistoryMe
     text, truncated = cap_text(stored.text, text_chars)
     sender = redact(stored.sender_name) if stored.sender_name is not None else None
     return HistoryMessage(
-        message_id=stored.message_id,
+        message_id=stored.external_id or stored.message_id,
+        cairn_message_id=stored.message_id,
         external_id=stored.external_id,
         role=stored.role,
         sender_name=sender,
