@@ -18,7 +18,7 @@ pytestmark = pytest.mark.e2e
 
 SNAPSHOT = """
 SELECT agent_id, source, path, version, session_key, session_id::text, start_line, end_line, text, terms::text,
-       content_hash, message_ids::text[], dated, model, dims, embedding::real[] AS embedding
+       content_hash, message_ids::text[], external_ids, dated, model, dims, embedding::real[] AS embedding
 FROM indexer.memory_chunks WHERE tenant_id = $1
 ORDER BY source, path, session_id, start_line, text
 """

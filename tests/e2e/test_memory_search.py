@@ -188,6 +188,7 @@ def test_remembered_conversations_are_found_with_their_messages(memory: Memory) 
     assert "User (Ana): I adopted a golden retriever called Max" in hit["snippet"]
     assert "Assistant: Congratulations!" in hit["snippet"]
     assert len(hit["message_ids"]) == 2
+    assert hit["external_ids"] == ["d1", "d2"]
     history = tenant.recall.get(hit["citation"])
     assert history.status_code == 200, hit["citation"]
     assert {m["message_id"] for m in history.json()["messages"]} >= set(hit["message_ids"])

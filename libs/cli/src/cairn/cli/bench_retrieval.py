@@ -28,6 +28,7 @@ from cairn.cli.importer import to_message
 
 TOP = 50
 PAGE = 25  # the API's largest `limit`
+FIRST_PER_HIT = 4
 BATCH = 500
 MODES = ("sessions", "memory", "all")
 
@@ -89,15 +90,18 @@ def _ingest(endpoints: dict[str, str], conv_id: str, rows: list[dict[str, Any]])
     return Conversation(key, messages[0]["agent_id"], position)
 
 
-def _wait_indexed(recall_url: str, conversation: Conversation, timeout_s: float = 600) -> None:
-    """Read-your-writes: each search waits (bounded) for the position; repeat until it is reached."""
+def _wait_indexed(recall_url: str, conversation: Conversation, mode: str, timeout_s: float = 600) -> None:
+    """Read-your-writes: each search waits (bounded) for the position; repeat until it is reached (by the
+    memory index too, whose transcript chunks follow a debounce, when the mode asks memory search)."""
     headers = {"Authorization": f"Bearer {conversation.api_key}"}
     body = {"agent_id": conversation.agent_id, "query": "x", "consistent_with": conversation.position}
+    paths = ["/v1/sessions/search"] + (["/v1/memory/search"] if mode != "sessions" else [])
     deadline = time.monotonic() + timeout_s
     with httpx.Client(base_url=recall_url, headers=headers, timeout=60) as recall:
-        while recall.post("/v1/sessions/search", json=body).raise_for_status().json()["indexing"]:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"not indexed within {timeout_s:.0f}s")
+        for path in paths:
+            while recall.post(path, json=body).raise_for_status().json()["indexing"]:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"not indexed within {timeout_s:.0f}s")
 
 
 def _wait_memory_indexed(recall_url: str, conversation: Conversation, timeout_s: float = 60) -> None:
@@ -147,9 +151,15 @@ def _memory_ranking(recall: httpx.Client, agent_id: str, question: str, resolve:
     if response.status_code == 422 and "limit" in response.text:
         body["limit"] = 25
         response = recall.post("/v1/memory/search", json=body)
-    ranked: list[str] = []
+    per_hit = []
     for hit in response.raise_for_status().json()["results"]:
-        ranked.extend(resolve.get(m, m) for m in hit.get("message_ids") or [])
+        external = hit.get("external_ids") or []
+        per_hit.append([
+            external[i] if i < len(external) and external[i] else resolve.get(m, m)
+            for i, m in enumerate(hit.get("message_ids") or [])
+        ])  # fmt: skip
+    # a hit lists its messages most relevant first: the best few of every hit, then the rest in hit order
+    ranked = [m for ids in per_hit for m in ids[:FIRST_PER_HIT]] + [m for ids in per_hit for m in ids[FIRST_PER_HIT:]]
     return list(dict.fromkeys(ranked))[:TOP]
 
 
@@ -209,7 +219,7 @@ def run_retrieval(endpoints: dict[str, str], data: Path, out: Path, mode: str) -
         _progress("ingest (conversations)", done, len(by_conversation), started)
     ingested = time.perf_counter()
     for conversation in conversations.values():
-        _wait_indexed(endpoints["CAIRN_RECALL_URL"], conversation)
+        _wait_indexed(endpoints["CAIRN_RECALL_URL"], conversation, mode)
     indexed = time.perf_counter()
     print(f"ingested {len(corpus)} messages in {ingested - started:.1f}s; indexed after {indexed - ingested:.1f}s more")
     resolvers: dict[str, dict[str, str]] = {conv_id: {} for conv_id in conversations}

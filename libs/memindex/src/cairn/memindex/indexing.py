@@ -77,7 +77,21 @@ class MemoryIndex:
         vectors = await self._vectors(conn, tenant_id, rows)
         await store.delete_session_from(conn, tenant_id, agent, session_id, start)
         await store.insert_chunks(conn, tenant_id, agent, rows, self.embedder.model, vectors)
+        await self._turn_vectors(conn, tenant_id, session_id, start, turns)
         return len(rows)
+
+    async def _turn_vectors(
+        self, conn: Connection, tenant: uuid.UUID, session_id: uuid.UUID, start: int, turns: Sequence[Turn]
+    ) -> None:
+        """A vector per new turn (its rendered line), so a search can tell which turns of a chunk it matches."""
+        model = self.embedder.model
+        if model is None:
+            return
+        missing = await store.turns_without_vector(conn, tenant, session_id, start, model)
+        todo = [turn for turn in turns if turn.position in missing]
+        if todo:
+            vectors = await self.embedder.embed([render_turn(turn) for turn in todo])
+            await store.set_turn_vectors(conn, tenant, session_id, [t.position for t in todo], model, vectors)
 
     def session_rows(self, key: str, session_id: uuid.UUID, turns: Sequence[Turn]) -> list[ChunkRow]:
         lines = [render_turn(turn) for turn in turns]
@@ -87,6 +101,7 @@ class MemoryIndex:
                 "sessions", turns[s.first].position, turns[s.last].position, s.text, session_key=key,
                 session_id=session_id, occurred_at=turns[s.first].occurred_at,
                 message_ids=tuple(uuid.UUID(t.message_id) for t in turns[s.first : s.last + 1]),
+                external_ids=tuple(t.external_id for t in turns[s.first : s.last + 1]),
             )
             for s in spans
         ]  # fmt: skip

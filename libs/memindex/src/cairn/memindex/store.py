@@ -19,8 +19,9 @@ Connection = Any
 
 INSERT_CHUNK = """
 INSERT INTO indexer.memory_chunks (tenant_id, agent_id, source, path, version, session_key, session_id, start_line,
-    end_line, text, terms, content_hash, message_ids, dated, occurred_at, model, dims, embedding)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::tsvector, $12, $13, $14, $15, $16, $17, $18::real[]::vector)
+    end_line, text, terms, content_hash, message_ids, dated, occurred_at, model, dims, embedding, external_ids)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::tsvector, $12, $13, $14, $15, $16, $17, $18::real[]::vector,
+        $19)
 """
 KNOWN_VECTORS = """
 SELECT DISTINCT ON (content_hash) content_hash, embedding::real[] AS embedding FROM indexer.memory_chunks
@@ -34,8 +35,8 @@ ON CONFLICT (tenant_id, agent_id) DO UPDATE SET chunks = greatest(c.chunks + exc
 """
 INSERT_TURN = """
 INSERT INTO indexer.memory_turns (tenant_id, agent_id, session_id, position, reset_index, session_key, message_id,
-    role, sender_name, text, occurred_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+    role, sender_name, text, occurred_at, external_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 ON CONFLICT DO NOTHING
 """
 # Debounced: every new turn pushes the session's due time back, but never past first_at + max delay.
@@ -61,7 +62,7 @@ SELECT coalesce(max(start_line), 0) FROM indexer.memory_chunks
 WHERE tenant_id = $1 AND session_id = $2 AND session_id IS NOT NULL
 """
 TURNS_FROM = """
-SELECT position, reset_index, message_id::text, role, sender_name, text, occurred_at, session_key
+SELECT position, reset_index, message_id::text, role, sender_name, text, occurred_at, session_key, external_id
 FROM indexer.memory_turns WHERE tenant_id = $1 AND session_id = $2 AND position >= $3
 ORDER BY position
 """
@@ -88,6 +89,14 @@ SELECT chunk_id, content_hash, text FROM indexer.memory_chunks
 WHERE tenant_id = $1 AND agent_id = $2 AND model IS DISTINCT FROM $3
 LIMIT $4
 """
+TURNS_WITHOUT_VECTOR = """
+SELECT position FROM indexer.memory_turns
+WHERE tenant_id = $1 AND session_id = $2 AND position >= $3 AND model IS DISTINCT FROM $4
+"""
+SET_TURN_VECTOR = """
+UPDATE indexer.memory_turns SET model = $4, embedding = $5::real[]::vector
+WHERE tenant_id = $1 AND session_id = $2 AND position = $3
+"""
 SET_VECTOR = """
 UPDATE indexer.memory_chunks SET model = $3, dims = $4, embedding = $5::real[]::vector
 WHERE tenant_id = $1 AND chunk_id = $2
@@ -109,6 +118,7 @@ class ChunkRow:
     session_key: str | None = None
     session_id: uuid.UUID | None = None
     message_ids: tuple[uuid.UUID, ...] = ()
+    external_ids: tuple[str | None, ...] = ()
     dated: date | None = None
     occurred_at: datetime | None = None
 
@@ -135,7 +145,8 @@ async def insert_chunks(
         INSERT_CHUNK,
         [
             (tenant, agent, r.source, r.path, r.version, r.session_key, r.session_id, r.start_line, r.end_line, r.text,
-             r.terms, r.content_hash, list(r.message_ids), r.dated, r.occurred_at, model, dims, embeddings[i])
+             r.terms, r.content_hash, list(r.message_ids), r.dated, r.occurred_at, model, dims, embeddings[i],
+             list(r.external_ids))
             for i, r in enumerate(rows)
         ],
     )  # fmt: skip
@@ -168,7 +179,7 @@ async def add_turn(
 ) -> None:
     await conn.execute(
         INSERT_TURN, tenant, agent, session_id, turn.position, turn.reset_index, key, uuid.UUID(turn.message_id),
-        turn.role, turn.sender_name, turn.text, turn.occurred_at,
+        turn.role, turn.sender_name, turn.text, turn.occurred_at, turn.external_id,
     )  # fmt: skip
 
 
@@ -216,7 +227,16 @@ async def session_tail(conn: Connection, tenant: uuid.UUID, session_id: uuid.UUI
     start = int(await conn.fetchval(LAST_CHUNK_START, tenant, session_id))
     rows = await conn.fetch(TURNS_FROM, tenant, session_id, start)
     turns = [
-        Turn(r["position"], r["reset_index"], r["message_id"], r["role"], r["sender_name"], r["text"], r["occurred_at"])
+        Turn(
+            r["position"],
+            r["reset_index"],
+            r["message_id"],
+            r["role"],
+            r["sender_name"],
+            r["text"],
+            r["occurred_at"],
+            r["external_id"],
+        )
         for r in rows
     ]
     return start, turns, (rows[-1]["session_key"] if rows else "")
@@ -251,6 +271,22 @@ async def set_vectors(
     dims = int(vectors.shape[1])
     await conn.executemany(
         SET_VECTOR, [(tenant, chunk_id, model, dims, vectors[i].tolist()) for i, chunk_id in enumerate(chunk_ids)]
+    )
+
+
+async def turns_without_vector(
+    conn: Connection, tenant: uuid.UUID, session_id: uuid.UUID, start: int, model: str
+) -> set[int]:
+    rows = await conn.fetch(TURNS_WITHOUT_VECTOR, tenant, session_id, start, model)
+    return {int(r["position"]) for r in rows}
+
+
+async def set_turn_vectors(
+    conn: Connection, tenant: uuid.UUID, session_id: uuid.UUID, positions: Sequence[int], model: str, vectors: Vectors
+) -> None:
+    rows = vectors.tolist()
+    await conn.executemany(
+        SET_TURN_VECTOR, [(tenant, session_id, position, model, rows[i]) for i, position in enumerate(positions)]
     )
 
 

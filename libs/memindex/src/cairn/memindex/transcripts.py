@@ -53,6 +53,7 @@ class Turn:
     sender_name: str | None
     text: str
     occurred_at: datetime
+    external_id: str | None = None
 
 
 def render_turn(turn: Turn) -> str:

@@ -45,7 +45,7 @@ def build_memory_handlers(index: MemoryIndex) -> dict[type, Handler]:
             return []
         turn = Turn(
             event.position, event.reset_index, event.message_id, event.role, event.sender_name,
-            clean_text(event.text), event.occurred_at,
+            clean_text(event.text), event.occurred_at, event.external_id,
         )  # fmt: skip
         await store.add_turn(conn, tenant, event.agent_id, session_id, event.session_key, turn)
         await store.mark_pending(

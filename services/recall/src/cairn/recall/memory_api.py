@@ -41,6 +41,9 @@ class MemoryHit(BaseModel):
     source: Literal["memory", "sessions"]
     citation: str = Field(description="a query-API URL that opens the chunk's lines or the session's history")
     message_ids: list[str] = Field(description="transcript entries the chunk was cut from (empty for documents)")
+    external_ids: list[str | None] = Field(
+        default_factory=list, description="the same messages by the adapter's ids (null where none was given)"
+    )
     session_key: str | None = None
     session_id: str | None = None
     occurred_at: datetime | None = None
@@ -96,6 +99,7 @@ def _to_hit(hit: Hit) -> MemoryHit:
         source="memory" if d.source == "memory" else "sessions",
         citation=hit.citation,
         message_ids=d.message_ids,
+        external_ids=d.external_ids,
         session_key=d.session_key,
         session_id=d.session_id,
         occurred_at=d.occurred_at,

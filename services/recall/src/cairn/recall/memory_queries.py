@@ -58,11 +58,18 @@ SET_ANN = """
 SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', $1, true),
        set_config('hnsw.max_scan_tuples', $2, true), set_config('enable_sort', 'off', true)
 """
+# Chunks dated on one of the days a query names (transcripts by their first turn, notes by their day).
+ON_DAYS = f"""
+SELECT chunk_id, 0.0 AS score FROM indexer.memory_chunks
+WHERE {_FILTER} AND to_char(coalesce(dated::timestamptz, occurred_at) AT TIME ZONE 'UTC', 'MM-DD') = ANY($5::text[])
+ORDER BY occurred_at, start_line
+LIMIT $6
+"""
 AGENT_CHUNKS = "SELECT chunks FROM indexer.memory_counts WHERE tenant_id = $1 AND agent_id = $2"
 INDEX_ROWS = "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'indexer.memory_chunks'::regclass"
 DETAILS = """
 SELECT chunk_id, source, path, session_key, session_id::text, start_line, end_line, text,
-       message_ids::text[] AS message_ids, dated, occurred_at,
+       message_ids::text[] AS message_ids, external_ids, dated, occurred_at,
        CASE WHEN model = $3 THEN embedding::real[] END AS embedding
 FROM indexer.memory_chunks WHERE tenant_id = $1 AND chunk_id = ANY($2::uuid[])
 """
@@ -71,6 +78,10 @@ REACHED = """
 SELECT coalesce((SELECT ingest_seq FROM indexer.memory_progress WHERE tenant_id = $1 AND agent_id = $2), 0) >= $3
    AND NOT EXISTS (SELECT 1 FROM indexer.memory_pending
                    WHERE tenant_id = $1 AND agent_id = $2 AND first_seq <= $3)
+"""
+TURN_VECTORS = """
+SELECT message_id::text, embedding::real[] AS embedding FROM indexer.memory_turns
+WHERE tenant_id = $1 AND message_id = ANY($2::uuid[]) AND model = $3
 """
 STATUS_CHUNKS = """
 SELECT count(*) FILTER (WHERE source = 'memory') AS memory_chunks,
@@ -113,6 +124,7 @@ class ChunkDetail:
     end_line: int
     text: str
     message_ids: list[str]
+    external_ids: list[str | None]
     dated: date | None
     occurred_at: datetime | None
     embedding: list[float] | None
@@ -154,10 +166,21 @@ class MemoryReads:
         return [
             ChunkDetail(
                 str(r["chunk_id"]), r["source"], r["path"], r["session_key"], r["session_id"], r["start_line"],
-                r["end_line"], r["text"], list(r["message_ids"]), r["dated"], r["occurred_at"], r["embedding"],
+                r["end_line"], r["text"], list(r["message_ids"]), list(r["external_ids"]), r["dated"],
+                r["occurred_at"], r["embedding"],
             )
             for r in rows
         ]  # fmt: skip
+
+    async def on_days(self, where: Where, month_days: Sequence[str], limit: int) -> list[str]:
+        async with tenant_transaction(self._pool, where.tenant) as conn:
+            rows = await conn.fetch(ON_DAYS, *_params(where), list(month_days), limit)
+        return [str(r["chunk_id"]) for r in rows]
+
+    async def turn_vectors(self, tenant: str, message_ids: Sequence[str], model: str) -> dict[str, list[float]]:
+        async with tenant_transaction(self._pool, tenant) as conn:
+            rows = await conn.fetch(TURN_VECTORS, uuid.UUID(tenant), [uuid.UUID(m) for m in message_ids], model)
+        return {r["message_id"]: r["embedding"] for r in rows}
 
     async def wait_for(self, tenant: str, agent: str, position: int, bound_s: float) -> bool:
         """Wait (bounded) until the agent's memory index covers ingest position `position`; False at the bound."""

@@ -100,16 +100,30 @@ def mmr(candidates: Sequence[Candidate], vectors: dict[str, Vectors], limit: int
     """Greedy MMR: the next pick maximises `λ·score − (1−λ)·max similarity to the picks so far`. Similarity
     is the cosine of the chunks' vectors, or the Jaccard overlap of their terms when one has none."""
     pool = sorted(candidates, key=lambda c: -c.score)
-    picked: list[Candidate] = []
-    while pool and len(picked) < limit:
-        best_index, best_value = 0, -math.inf
-        for index, candidate in enumerate(pool):
-            redundancy = max((_similarity(candidate, p, vectors) for p in picked), default=0.0)
-            value = lambda_ * candidate.score - (1 - lambda_) * redundancy
-            if value > best_value:
-                best_index, best_value = index, value
-        picked.append(pool.pop(best_index))
-    return picked
+    if not pool:
+        return []
+    similar = _similarities(pool, vectors)
+    scores = np.array([c.score for c in pool])
+    redundancy = np.full(len(pool), -np.inf)  # nothing picked yet: no penalty
+    open_ = np.ones(len(pool), dtype=bool)
+    picked: list[int] = []
+    while len(picked) < min(limit, len(pool)):
+        value = lambda_ * scores - (1 - lambda_) * np.maximum(redundancy, 0.0)
+        value[~open_] = -math.inf
+        best = int(np.argmax(value))
+        picked.append(best)
+        open_[best] = False
+        redundancy = np.maximum(redundancy, similar[best])
+    return [pool[i] for i in picked]
+
+
+def _similarities(pool: Sequence[Candidate], vectors: dict[str, Vectors]) -> np.ndarray:
+    """Pairwise similarity of the candidates: one matrix product when all have vectors."""
+    if all(c.key in vectors for c in pool):
+        matrix = np.stack([vectors[c.key] for c in pool])
+        similar: np.ndarray = matrix @ matrix.T
+        return similar
+    return np.array([[_similarity(a, b, vectors) for b in pool] for a in pool])
 
 
 def _similarity(a: Candidate, b: Candidate, vectors: dict[str, Vectors]) -> float:

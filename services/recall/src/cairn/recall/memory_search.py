@@ -1,10 +1,15 @@
 """Memory search: lexical and vector candidates → fusion → decay of dated notes → MMR → results with
-snippets and citations. The route only validates and serialises."""
+snippets and citations. The route only validates and serialises.
+
+A transcript chunk holds about twenty turns and its vector is their average; each remembered turn also
+has a vector of its own, so a conversation chunk is scored by its own vector and its best turn, and its
+messages are listed most relevant first.
+"""
 
 import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from urllib.parse import quote, urlencode
 
@@ -12,6 +17,7 @@ import numpy as np
 
 from cairn.memindex import Embedder
 from cairn.memindex.embeddings import RemoteEmbeddingError
+from cairn.recall.memory_dates import Day, days_named, month_days, on_day
 from cairn.recall.memory_queries import ChunkDetail, MemoryReads, Where
 from cairn.recall.memory_ranking import Candidate, RankingOptions, coverage, decay, fuse, mmr
 from cairn.text import build_query, index_terms, query_terms, snippet
@@ -19,8 +25,12 @@ from cairn.text import build_query, index_terms, query_terms, snippet
 log = logging.getLogger(__name__)
 
 SNIPPET_CHARS = 700
-CANDIDATES_PER_RESULT = 4  # each side proposes this many candidates per asked result
-MIN_CANDIDATES = 24
+CANDIDATES_PER_RESULT = 3  # each side proposes this many candidates per asked result
+MIN_CANDIDATES, MAX_CANDIDATES = 24, 100
+DAY_BONUS = 0.4
+TURN_WEIGHT = 0.5  # share of a transcript chunk's vector score that comes from its best turn
+
+Vector = np.ndarray
 
 
 @dataclass(frozen=True)
@@ -47,13 +57,22 @@ class Found:
     fallbacks: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class _Scored:
+    """What the ranking needs besides the chunks: the query's vector and terms, and each turn's cosine."""
+
+    query_vector: Vector | None
+    wanted: list[str]
+    turn_cosine: dict[str, float]
+
+
 class MemorySearch:
     def __init__(self, reads: MemoryReads, embedder: Embedder, options: RankingOptions) -> None:
         self._reads, self._embedder, self._options = reads, embedder, options
 
     async def search(self, tenant: str, query: MemoryQuery) -> Found:
         where = Where(tenant, query.agent, query.sources, query.caller_session_key)
-        pool = max(query.limit * CANDIDATES_PER_RESULT, MIN_CANDIDATES)
+        pool = min(max(query.limit * CANDIDATES_PER_RESULT, MIN_CANDIDATES), MAX_CANDIDATES)
         parsed = build_query(query.text)
         found = Found([])
         lexical_task = asyncio.ensure_future(  # the SQL runs while the query is embedded
@@ -61,22 +80,26 @@ class MemorySearch:
         )
         query_vector, vector_hits = await self._vector_side(where, query.text, pool, found)
         lexical = await lexical_task
-        ids = list(dict.fromkeys([*lexical, *vector_hits]))
+        days = days_named(query.text)
+        dated = await self._reads.on_days(where, month_days(days), pool) if days else []
+        ids = list(dict.fromkeys([*lexical, *vector_hits, *dated]))
         if not ids:
             return found
         details = {d.chunk_id: d for d in await self._reads.details(tenant, ids, self._embedder.model)}
-        candidates, vectors = self._candidates(details, lexical, query_vector, query_terms(query.text))
-        ranked = decay(fuse(candidates, self._options), datetime.now(UTC).date(), self._options.half_life_days)
+        scored = _Scored(query_vector, query_terms(query.text), await self._turns(tenant, details, query_vector))
+        candidates, vectors = _candidates(details, lexical, scored)
+        fused = _on_named_days(fuse(candidates, self._options), details, days)
+        ranked = decay(fused, datetime.now(UTC).date(), self._options.half_life_days)
         if query.min_score is not None:
             ranked = [c for c in ranked if round(c.score, 6) >= query.min_score]  # as reported
         picked = mmr(ranked, vectors, query.limit, self._options.mmr_lambda)
         terms = parsed.terms if parsed else ()
-        found.hits = [self._hit(details[c.key], c.score, terms, query.agent) for c in picked]
+        found.hits = [self._hit(_by_relevance(details[c.key], scored), c.score, terms, query.agent) for c in picked]
         return found
 
     async def _vector_side(
         self, where: Where, text: str, pool: int, found: Found
-    ) -> tuple[np.ndarray | None, dict[str, float]]:
+    ) -> tuple[Vector | None, dict[str, float]]:
         model = self._embedder.model
         if model is None:
             found.fallbacks.append("lexical only: no embedding provider is configured")
@@ -89,29 +112,74 @@ class MemorySearch:
             return None, {}
         return vector, await self._reads.vector(where, vector.tolist(), model, pool)
 
-    @staticmethod
-    def _candidates(
-        details: dict[str, ChunkDetail],
-        lexical: dict[str, float],
-        query_vector: np.ndarray | None,
-        wanted: Sequence[str],
-    ) -> tuple[list[Candidate], dict[str, np.ndarray]]:
-        """Both scores for every candidate: a chunk found by one side is scored by the other one too."""
-        vectors = {k: np.asarray(d.embedding, dtype=np.float32) for k, d in details.items() if d.embedding}
-        candidates = []
-        for key, detail in details.items():
-            terms = frozenset(index_terms(detail.text))
-            similarity = None
-            if query_vector is not None and key in vectors:
-                similarity = float(np.dot(vectors[key], query_vector))
-            candidates.append(
-                Candidate(key, lexical.get(key, 0.0), similarity, detail.dated, terms, coverage=coverage(wanted, terms))
-            )
-        return candidates, vectors
+    async def _turns(self, tenant: str, details: dict[str, ChunkDetail], query: Vector | None) -> dict[str, float]:
+        """Cosine of the query with every turn of the transcript candidates."""
+        model = self._embedder.model
+        wanted = [m for d in details.values() if d.source == "sessions" for m in d.message_ids]
+        if query is None or model is None or not wanted:
+            return {}
+        vectors = await self._reads.turn_vectors(tenant, wanted, model)
+        if not vectors:
+            return {}
+        keys = list(vectors)
+        cosines = np.asarray([vectors[k] for k in keys], dtype=np.float32) @ query
+        return dict(zip(keys, cosines.tolist(), strict=True))
 
     @staticmethod
     def _hit(detail: ChunkDetail, score: float, terms: Sequence[str], agent: str) -> Hit:
         return Hit(detail, round(score, 6), snippet(detail.text, terms, SNIPPET_CHARS), citation(detail, agent))
+
+
+def _candidates(
+    details: dict[str, ChunkDetail], lexical: dict[str, float], scored: _Scored
+) -> tuple[list[Candidate], dict[str, Vector]]:
+    """Both scores for every candidate: a chunk found by one side is scored by the other one too."""
+    vectors = {k: np.asarray(d.embedding, dtype=np.float32) for k, d in details.items() if d.embedding}
+    candidates = []
+    for key, detail in details.items():
+        matched = lexical.get(key, 0.0)
+        # terms are only needed to weigh a lexical match, or to compare chunks that have no vector
+        terms = frozenset(index_terms(detail.text)) if matched or key not in vectors else frozenset()
+        similarity = None
+        if scored.query_vector is not None and key in vectors:
+            similarity = float(np.dot(vectors[key], scored.query_vector))
+            turns = [scored.turn_cosine[m] for m in detail.message_ids if m in scored.turn_cosine]
+            if turns:
+                similarity = (1 - TURN_WEIGHT) * similarity + TURN_WEIGHT * max(turns)
+        share = coverage(scored.wanted, terms) if matched else 0.0
+        candidates.append(Candidate(key, matched, similarity, detail.dated, terms, coverage=share))
+    return candidates, vectors
+
+
+def _on_named_days(candidates: list[Candidate], details: dict[str, ChunkDetail], days: set[Day]) -> list[Candidate]:
+    """A chunk from a day the query names gains DAY_BONUS of the distance to a perfect score."""
+    if not days:
+        return candidates
+    return [
+        replace(c, score=c.score + DAY_BONUS * (1 - c.score))
+        if on_day(details[c.key].dated or details[c.key].occurred_at, days)
+        else c
+        for c in candidates
+    ]
+
+
+def _by_relevance(detail: ChunkDetail, scored: _Scored) -> ChunkDetail:
+    """A transcript chunk's messages, most relevant first: the turn's cosine and its share of the query's
+    words (each line of the chunk is one turn, unless a long turn was cut into pieces)."""
+    if detail.source != "sessions" or len(detail.message_ids) < 2:
+        return detail
+    lines = detail.text.split("\n")
+    words = [coverage(scored.wanted, frozenset(index_terms(line))) for line in lines]
+    if len(words) != len(detail.message_ids):
+        words = [0.0] * len(detail.message_ids)
+    relevance = [0.7 * scored.turn_cosine.get(m, 0.0) + 0.3 * words[i] for i, m in enumerate(detail.message_ids)]
+    order = sorted(range(len(relevance)), key=lambda i: -relevance[i])
+    external = detail.external_ids if len(detail.external_ids) == len(detail.message_ids) else []
+    return replace(
+        detail,
+        message_ids=[detail.message_ids[i] for i in order],
+        external_ids=[external[i] for i in order] if external else detail.external_ids,
+    )
 
 
 def citation(detail: ChunkDetail, agent: str) -> str:
