@@ -247,3 +247,22 @@ def test_another_tenant_finds_nothing(memory: Memory, other_tenant: Tenant) -> N
 def test_unauthenticated_search_is_refused(services: LocalStack) -> None:
     response = httpx.post(f"{services.url('recall')}/v1/memory/search", json={"query": "x"})
     assert response.status_code == 401
+
+
+def test_a_named_day_and_the_most_relevant_message_come_first(memory: Memory) -> None:
+    tenant = memory.tenant
+    said = [
+        ("m1", "2026-05-02T10:00:00+00:00", "I visited the science museum and saw the dinosaur exhibition"),
+        ("m2", "2026-05-02T10:01:00+00:00", "Then I walked home along the river"),
+        ("m3", "2026-05-04T18:00:00+00:00", "I bought a new bicycle today"),
+        ("m4", "2026-05-04T18:01:00+00:00", "The weather was rainy all afternoon"),
+        ("m5", "2026-05-04T18:02:00+00:00", "We cooked pasta with tomato sauce for dinner"),
+    ]
+    for message_id, at, text in said:
+        memory.position = tenant.say(text, message_id=message_id, occurred_at=at)["position"]
+    (first, *_) = _session_hits(memory, "What did I tell you on May 2nd?")
+    assert set(first["external_ids"]) == {"m1", "m2"}
+    assert first["occurred_at"].startswith("2026-05-02")
+    dinner = [h for h in _session_hits(memory, "what did we have for dinner") if "m5" in h["external_ids"]]
+    assert dinner[0]["external_ids"][0] == "m5"
+    assert dinner[0]["message_ids"][0] in tenant.recall.get(dinner[0]["citation"]).text
