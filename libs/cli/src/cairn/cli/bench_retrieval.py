@@ -90,18 +90,15 @@ def _ingest(endpoints: dict[str, str], conv_id: str, rows: list[dict[str, Any]])
     return Conversation(key, messages[0]["agent_id"], position)
 
 
-def _wait_indexed(recall_url: str, conversation: Conversation, mode: str, timeout_s: float = 600) -> None:
-    """Read-your-writes: each search waits (bounded) for the position; repeat until it is reached (by the
-    memory index too, whose transcript chunks follow a debounce, when the mode asks memory search)."""
+def _wait_indexed(recall_url: str, conversation: Conversation, timeout_s: float = 600) -> None:
+    """Read-your-writes: each search waits (bounded) for the position; repeat until it is reached."""
     headers = {"Authorization": f"Bearer {conversation.api_key}"}
     body = {"agent_id": conversation.agent_id, "query": "x", "consistent_with": conversation.position}
-    paths = ["/v1/sessions/search"] + (["/v1/memory/search"] if mode != "sessions" else [])
     deadline = time.monotonic() + timeout_s
     with httpx.Client(base_url=recall_url, headers=headers, timeout=60) as recall:
-        for path in paths:
-            while recall.post(path, json=body).raise_for_status().json()["indexing"]:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"not indexed within {timeout_s:.0f}s")
+        while recall.post("/v1/sessions/search", json=body).raise_for_status().json()["indexing"]:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"not indexed within {timeout_s:.0f}s")
 
 
 def _wait_memory_indexed(recall_url: str, conversation: Conversation, timeout_s: float = 60) -> None:
@@ -219,7 +216,7 @@ def run_retrieval(endpoints: dict[str, str], data: Path, out: Path, mode: str) -
         _progress("ingest (conversations)", done, len(by_conversation), started)
     ingested = time.perf_counter()
     for conversation in conversations.values():
-        _wait_indexed(endpoints["CAIRN_RECALL_URL"], conversation, mode)
+        _wait_indexed(endpoints["CAIRN_RECALL_URL"], conversation)
     indexed = time.perf_counter()
     print(f"ingested {len(corpus)} messages in {ingested - started:.1f}s; indexed after {indexed - ingested:.1f}s more")
     resolvers: dict[str, dict[str, str]] = {conv_id: {} for conv_id in conversations}
