@@ -150,11 +150,7 @@ def _memory_ranking(recall: httpx.Client, agent_id: str, question: str, resolve:
         response = recall.post("/v1/memory/search", json=body)
     per_hit = []
     for hit in response.raise_for_status().json()["results"]:
-        external = hit.get("external_ids") or []
-        per_hit.append([
-            external[i] if i < len(external) and external[i] else resolve.get(m, m)
-            for i, m in enumerate(hit.get("message_ids") or [])
-        ])  # fmt: skip
+        per_hit.append([resolve.get(m, m) for m in hit.get("message_ids") or []])
     # a hit lists its messages most relevant first: the best few of every hit, then the rest in hit order
     ranked = [m for ids in per_hit for m in ids[:FIRST_PER_HIT]] + [m for ids in per_hit for m in ids[FIRST_PER_HIT:]]
     return list(dict.fromkeys(ranked))[:TOP]

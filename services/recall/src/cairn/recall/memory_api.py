@@ -40,10 +40,11 @@ class MemoryHit(BaseModel):
     snippet: str = Field(description="at most 700 characters, redacted")
     source: Literal["memory", "sessions"]
     citation: str = Field(description="a query-API URL that opens the chunk's lines or the session's history")
-    message_ids: list[str] = Field(description="transcript entries the chunk was cut from (empty for documents)")
-    external_ids: list[str | None] = Field(
-        default_factory=list, description="the same messages by the adapter's ids (null where none was given)"
+    message_ids: list[str] = Field(
+        description="transcript messages the chunk was cut from, most relevant first, as written (the adapter's id, "
+        "else cairn's); empty for documents"
     )
+    cairn_message_ids: list[str] = Field(default_factory=list, description="the same messages by cairn's ids")
     session_key: str | None = None
     session_id: str | None = None
     occurred_at: datetime | None = None
@@ -98,8 +99,11 @@ def _to_hit(hit: Hit) -> MemoryHit:
         snippet=hit.snippet,
         source="memory" if d.source == "memory" else "sessions",
         citation=hit.citation,
-        message_ids=d.message_ids,
-        external_ids=d.external_ids,
+        message_ids=[
+            (d.external_ids[i] if i < len(d.external_ids) and d.external_ids[i] else m)
+            for i, m in enumerate(d.message_ids)
+        ],
+        cairn_message_ids=d.message_ids,
         session_key=d.session_key,
         session_id=d.session_id,
         occurred_at=d.occurred_at,
