@@ -119,7 +119,7 @@ async def running(
     pool: Pool,
     settings: NatsSettings,
     publisher: EventPublisher | None = None,
-    filter_subject: str | None = None,
+    filter_subject: str | tuple[str, ...] | None = None,
 ) -> AsyncIterator[Projection]:
     """A projection with a fresh durable consumer, run as a task; cancelled and its consumer deleted after."""
     consumer = f"test-{uuid.uuid4().hex[:12]}"
@@ -380,3 +380,20 @@ async def test_a_duplicate_inside_a_batch_is_applied_once_and_re_publishes_its_o
     assert [e.causation_id for e in batch] == [event.event_id, event.event_id, other.event_id]
     assert batch[0] == batch[1], "the duplicate re-publishes the same event, which JetStream then drops"
     assert second > first
+
+
+async def test_a_projection_filtered_to_several_subjects_reads_only_those(
+    nats_client: Client, app_pool: Pool, table: str
+) -> None:
+    js, tenant = nats_client.jetstream(), str(uuid.uuid4())
+    wanted, other, unwanted = (f"a{uuid.uuid4().hex[:8]}" for _ in range(3))
+    events = [recall_of(tenant, agent) for agent in (wanted, unwanted, other, unwanted, wanted)]
+    publisher = EventPublisher(js)
+    seqs = [(await publisher.publish(event)).seq for event in events]
+    recorder = BatchRecorder(table, {tenant})
+    subjects = (f"cairn.*.{wanted}.recall.performed", f"cairn.*.{other}.recall.performed")
+    async with running(js, RECALL_STREAM, recorder, app_pool, BATCHED, filter_subject=subjects) as projection:
+        assert await eventually(lambda: settled(js, projection, seqs[-1]))
+        info = await js.consumer_info(RECALL_STREAM, projection.consumer)
+    assert [e for e, _ in recorder.deliveries] == [events[0].event_id, events[2].event_id, events[4].event_id]
+    assert sorted(info.config.filter_subjects or []) == sorted(subjects)

@@ -123,6 +123,7 @@ def _parser() -> argparse.ArgumentParser:
     load.add_argument("--lag-seconds", type=float, default=30.0)
     load.add_argument("--search-at", default="100000,1000000", help="index sizes at which to time searches")
     load.add_argument("--concurrency", type=int, default=4)
+    load.add_argument("--copy-rows", action="store_true", help="past --messages, grow the index by copying its rows")
     memindex = kinds.add_parser("memindex", help="memory index: embedding texts/s, search p50/p99, edit indexing lag")
     memindex.add_argument("--part", choices=("embedding", "search", "lag", "all"), default="all")
     memindex.add_argument("--chunks", type=int, default=100_000)
@@ -189,7 +190,7 @@ def _bench(args: argparse.Namespace) -> None:
         settings = LoadSettings(
             tenants=args.tenants, messages=args.messages, throughput_messages=args.throughput_messages,
             lag_seconds=args.lag_seconds, search_at=tuple(int(n) for n in args.search_at.split(",")),
-            concurrency=args.concurrency,
+            concurrency=args.concurrency, copy_rows=args.copy_rows,
         )  # fmt: skip
         loaded = asyncio.run(run_load(read_endpoints(args.endpoints), settings))
         report_table("load", table(loaded), loaded, args.out)

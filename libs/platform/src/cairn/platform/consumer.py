@@ -119,7 +119,7 @@ class Projection(PullConsumer):
         pool: "asyncpg.Pool[asyncpg.Record]",
         publisher: EventPublisher,
         settings: NatsSettings,
-        filter_subject: str | None = None,
+        filter_subject: str | tuple[str, ...] | None = None,
     ) -> None:
         super().__init__(consumer, stream, publisher.js, settings, filter_subject)
         self._handlers = PerEvent(handlers) if isinstance(handlers, Mapping) else handlers

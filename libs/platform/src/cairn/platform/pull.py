@@ -61,8 +61,9 @@ class PullConsumer:
         stream: str,
         js: JetStreamContext,
         settings: NatsSettings,
-        filter_subject: str | None = None,
+        filter_subject: str | tuple[str, ...] | None = None,
     ) -> None:
+        """`filter_subject`: the subjects this consumer reads (one, or several), None for the whole stream."""
         self.consumer, self.stream, self.filter_subject = consumer, stream, filter_subject
         self._js, self._settings = js, settings
 
@@ -88,13 +89,18 @@ class PullConsumer:
 
     async def run(self) -> None:
         """Pull in batches and handle them in order, until cancelled."""
-        # nats-py sets the new consumer's filter from this subject, overriding `config.filter_subject`.
+        # nats-py sets a new consumer's filter from the subject argument unless `filter_subjects` is given.
+        subjects = (self.filter_subject,) if isinstance(self.filter_subject, str) else self.filter_subject or ()
+        one = subjects[0] if len(subjects) == 1 else None
         subscription = await self._js.pull_subscribe(
-            self.filter_subject or "",
+            one or "",
             durable=self.consumer,
             stream=self.stream,
             config=ConsumerConfig(
-                ack_wait=self._settings.ack_wait_s, max_deliver=-1, filter_subject=self.filter_subject
+                ack_wait=self._settings.ack_wait_s,
+                max_deliver=-1,
+                filter_subject=one,
+                filter_subjects=list(subjects) if len(subjects) > 1 else None,
             ),
         )
         await self._let_strays_expire()

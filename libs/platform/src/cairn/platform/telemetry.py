@@ -29,12 +29,16 @@ def _exporter() -> SpanExporter | None:
     raise ValueError(f"OTEL_TRACES_EXPORTER={choice!r} is not supported (use otlp, console or none)")
 
 
-def setup_tracing(service: str) -> TracerProvider:
+def setup_tracing(service: str) -> TracerProvider | None:
+    """Record spans only when they go somewhere. With no exporter the API's no-op tracer stays in place: it
+    records nothing (no span per SQL statement or per event) yet still hands an incoming trace context on
+    to whatever the service publishes, so a trace stays whole across services that do export."""
+    exporter = _exporter()
+    if exporter is None:
+        return None
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", f"cairn-{service}")})
     provider = TracerProvider(resource=resource)
-    exporter = _exporter()
-    if exporter is not None:
-        provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=200))
+    provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=200))
     trace.set_tracer_provider(provider)
     from opentelemetry.instrumentation.asyncpg import AsyncPGInstrumentor
     from opentelemetry.instrumentation.redis import RedisInstrumentor

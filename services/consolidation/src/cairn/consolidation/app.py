@@ -13,6 +13,7 @@ from cairn.consolidation.handlers import (
 )
 from cairn.consolidation.settings import ConsolidationSettings
 from cairn.events import INGEST_STREAM, SESSION_STREAM, CompactionImminent, MemoryWriteRequested, ResetBoundary
+from cairn.events.streams import subject_pattern
 from cairn.platform.consumer import Handler, Projection
 from cairn.platform.runtime import Runtime, create_service_app, serve
 
@@ -20,6 +21,8 @@ CONSUMER = "consolidation"
 # Only memory writes of the (partitioned) ingest stream: a client waits for each one to be applied, so it
 # must not queue behind a message import. (A consumer created before this filter keeps reading all.)
 MEMORY_WRITES = "cairn.*.*.memory.write-requested.*"
+# Only the session events it handles: transcript entries (nearly all of that stream) never reach it.
+SESSION_EVENTS = (subject_pattern("session.reset-boundary"), subject_pattern("session.compaction-imminent"))
 
 
 def create_app(settings: ConsolidationSettings) -> FastAPI:
@@ -30,13 +33,13 @@ def create_app(settings: ConsolidationSettings) -> FastAPI:
     ingest_handlers: dict[type, Handler] = {MemoryWriteRequested: bind_at(on_memory_write_requested)}
 
     def wire(runtime: Runtime) -> list[Projection]:
-        def projection(stream: str, handlers: dict[type, Handler], filter_subject: str | None = None) -> Projection:
+        def projection(stream: str, handlers: dict[type, Handler], filter_subject: str | tuple[str, ...]) -> Projection:
             return Projection(
                 CONSUMER, stream, handlers, runtime.pool, runtime.publisher, settings.nats, filter_subject
             )
 
         return [
-            projection(SESSION_STREAM, session_handlers),
+            projection(SESSION_STREAM, session_handlers, SESSION_EVENTS),
             projection(INGEST_STREAM, ingest_handlers, MEMORY_WRITES),
         ]
 
