@@ -43,6 +43,13 @@ def _same(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> None:
         assert np.allclose(np.asarray(old["embedding"]), np.asarray(new["embedding"]), atol=1e-5)
 
 
+def _caught_up(memory: Memory) -> bool:
+    """The index holds every write up to the last one (debounced turns included): not just a quiet moment."""
+    body = {"query": "harbour", "consistent_with": memory.position}
+    response = memory.tenant.recall.post("/v1/memory/search", json=body)
+    return response.status_code == 200 and response.json()["indexing"] is False
+
+
 def test_reindex_rebuilds_the_same_index(services: LocalStack, tenant: Tenant) -> None:
     import asyncio
 
@@ -51,10 +58,12 @@ def test_reindex_rebuilds_the_same_index(services: LocalStack, tenant: Tenant) -
     memory.write({"MEMORY.md": "- prefers tea\n- lives in Lyon", "memory/daily/2026-11-02.md": long_note})
     memory.write({"MEMORY.md": "- prefers green tea\n- lives in Lyon"})  # an edit: version 2
     for i in range(40):
-        tenant.say(f"message {i} about the harbour trip and the boat number {i}", message_id=f"r{i}")
+        last = tenant.say(f"message {i} about the harbour trip and the boat number {i}", message_id=f"r{i}")
+    memory.position = last["position"]
     assert memory.settle(
         lambda: (
-            memory.status()["pending"] == {"sessions": 0, "documents": 0, "reembed": 0}
+            _caught_up(memory)
+            and memory.status()["pending"] == {"sessions": 0, "documents": 0, "reembed": 0}
             and memory.status()["counts"]["session_chunks"] > 1
         )
     )
