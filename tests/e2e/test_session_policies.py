@@ -101,10 +101,12 @@ def test_retention_is_per_agent_and_archived_sessions_stay_readable_and_searchab
 ) -> None:
     # about 0.9 s to dormant and 1.7 s to archived for `brief`; `keeper` keeps the deployment's year
     _configure(tenant, "brief", retention={"dormant_after_days": 1e-5, "archive_after_days": 2e-5})
-    tenant.say("the brief agent remembers the glacier trip", agent_id="brief", message_id="r1")
+    brief = tenant.say("the brief agent remembers the glacier trip", agent_id="brief", message_id="r1")
     kept = tenant.say("the keeper agent remembers the glacier trip", agent_id="keeper", message_id="r2")
+    # each agent is applied on its own partition: wait for both, so `brief`'s session is stored before the clock
+    tenant.search("glacier", consistent_with=brief["position"], agent_id="brief")
     tenant.search("glacier", consistent_with=kept["position"], agent_id="keeper")
-    time.sleep(2.0)  # let `brief`'s session pass both of its thresholds
+    time.sleep(2.5)  # let `brief`'s session pass both of its thresholds
 
     dormant, archived = asyncio.run(_sweep(services, tenant.tenant_id))
     assert (dormant, archived) == (0, 1)
