@@ -49,11 +49,12 @@ test-integration: install ## integration tests (real NATS, Postgres, Redis)
 test-e2e: install ## end-to-end tests (all services as processes, through HTTP)
 	$(UV) run --frozen pytest tests/e2e
 
-bench: install ## benchmarks against the running stack (`make up` first): ingest, import, history, memory; tables + JSON in bench-results/
+bench: install ## benchmarks against the running stack (`make up` first): ingest, import, history, memory writes, memory index/search; tables + JSON in bench-results/
 	$(UV) run --frozen cairn bench ingest --messages $(or $(MESSAGES),5000)
 	$(UV) run --frozen cairn bench import --data ../shared/datasets/locomo
 	$(UV) run --frozen cairn bench history --messages $(or $(HISTORY_MESSAGES),10000)
 	$(UV) run --frozen cairn bench memory
+	$(UV) run --frozen cairn bench memindex --chunks $(or $(MEMORY_CHUNKS),100000)
 
 bench-retrieval: install ## retrieval quality on the shared datasets (`make up` first): runs in bench-results/, scored by evaluate.py
 	@mkdir -p bench-results
