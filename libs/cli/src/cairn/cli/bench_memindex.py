@@ -6,17 +6,22 @@
 - `search`: p50/p99 of `POST /v1/memory/search` through HTTP (query embedding included) for an agent
   with 100,000 chunks, seeded directly in SQL (synthetic text, clustered vectors) as the schema owner;
   the 512-d HNSW index is rebuilt after the bulk load, as a bulk import would. A baseline in the same
-  run: the same searches for an agent with 20 chunks (the exact-scan path).
+  run: the same searches for an agent with 20 chunks (the exact-scan path). The text is either the worst
+  case for the lexical side (a 38-word vocabulary) or, with `--data`, conversation turns of a dataset
+  asked its questions.
 - `lag`: p50/p99 of a document edit's indexing lag: from sending `PUT /v1/memory/files/{path}` until a
   search consistent with the write finds the edit (chunking, embedding and HNSW insertion included).
 """
 
 import asyncio
 import hashlib
+import json
 import random
 import statistics
 import time
 import uuid
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import asyncpg
@@ -24,6 +29,7 @@ import httpx
 
 from cairn.cli.bench import new_tenant
 from cairn.memindex import LocalEmbedder
+from cairn.text import index_terms, to_tsvector_text
 
 VOCABULARY = [
     "harbour",
@@ -103,14 +109,18 @@ def run_embedding(texts: int = 512) -> list[dict[str, Any]]:
     return rows
 
 
+# Each chunk is `$5` random picks from `$4` joined by `$6`; its terms are the picks' lexemes (`$7`, the
+# application tokenizer's output for each pick) under to_tsvector('simple'), which keeps them as they are.
 SEED = """
 INSERT INTO indexer.memory_chunks (tenant_id, agent_id, source, path, start_line, end_line, text, terms,
     content_hash, model, dims, embedding)
 SELECT $1, 'main', 'memory', 'memory/bank/bench-' || (g / 50) || '.md', g % 50 + 1, g % 50 + 1, t.text,
-       to_tsvector('simple', t.text), '\\x00', $2, 512, c.v + n.v
+       to_tsvector('simple', t.terms), '\\x00', $2, 512, c.v + n.v
 FROM generate_series(0, $3 - 1) g
-CROSS JOIN LATERAL (SELECT string_agg(w[1 + floor(random() * array_length(w, 1))::int], ' ') AS text
-                    FROM generate_series(1, 40), (SELECT $4::text[] AS w) v WHERE g >= 0) t
+CROSS JOIN LATERAL (SELECT string_agg(v.l[i], $6) AS text, string_agg(v.x[i], ' ') AS terms
+                    FROM (SELECT 1 + floor(random() * cardinality($4::text[]))::int AS i
+                          FROM generate_series(1, $5) WHERE g >= 0) pick,
+                         (SELECT $4::text[] AS l, $7::text[] AS x) v) t
 JOIN centres c ON c.c = g % 256 JOIN noise n ON n.n = (g * 7919) % 1000
 """
 SEED_TABLES = """
@@ -119,8 +129,10 @@ CREATE TEMP TABLE centres AS SELECT c, (SELECT array_agg(random() - 0.5)::real[]
 CREATE TEMP TABLE noise AS SELECT n, (SELECT array_agg((random() - 0.5) * 0.6)::real[]::vector
     FROM generate_series(1, 512) WHERE n >= 0) AS v FROM generate_series(0, 999) n;
 """
-REBUILD_HNSW = """
-DROP INDEX IF EXISTS indexer.memory_chunks_hnsw_512;
+# The 512-d HNSW index is dropped before the bulk load and built after it, as a bulk import would: inserting
+# 100,000 rows one graph insertion at a time takes many times longer.
+DROP_HNSW = "DROP INDEX IF EXISTS indexer.memory_chunks_hnsw_512"
+BUILD_HNSW = """
 SET maintenance_work_mem = '1GB';
 CREATE INDEX memory_chunks_hnsw_512 ON indexer.memory_chunks
     USING hnsw ((embedding::vector(512)) vector_cosine_ops) WHERE dims = 512;
@@ -132,17 +144,46 @@ ON CONFLICT (tenant_id, agent_id) DO UPDATE SET chunks = excluded.chunks
 """
 
 
-async def _seed(owner_url: str, tenant: str, model: str, chunks: int) -> None:
+@dataclass(frozen=True)
+class Text:
+    """What seeded chunks and queries are made of: `picks` random pieces per chunk, joined by `joiner`."""
+
+    label: str
+    pieces: list[str]
+    picks: int
+    joiner: str
+    queries: list[str]
+
+
+def synthetic_text(rng: random.Random, queries: int) -> Text:
+    """The worst case for the lexical side: 40 words of a 38-word vocabulary, so every query word matches
+    nearly every chunk."""
+    asked = [_sentence(rng, rng.choice([3, 6, 10])) for _ in range(queries)]
+    return Text("synthetic (38 words)", VOCABULARY, 40, " ", asked)
+
+
+def conversation_text(rng: random.Random, queries: int, data: Path) -> Text:
+    """Realistic text: each chunk is 20 turns (`Speaker: text` lines) drawn from a conversation dataset, the
+    queries are its questions (a Zipf-like vocabulary: names frequent, most words rare)."""
+    turns = [json.loads(line) for line in (data / "corpus.jsonl").read_text().splitlines() if line.strip()]
+    questions = [json.loads(line)["question"] for line in (data / "questions.jsonl").read_text().splitlines() if line]
+    lines = [f"{turn['speaker']}: {turn['text']}" for turn in turns]
+    return Text(f"conversations ({data.name})", lines, 20, "\n", [rng.choice(questions) for _ in range(queries)])
+
+
+async def _seed(owner_url: str, tenant: str, model: str, chunks: int, text: Text) -> None:
+    terms = [to_tsvector_text(index_terms(piece)) for piece in text.pieces]
     conn = await asyncpg.connect(owner_url)
     try:
         await conn.execute(SEED_TABLES)
+        await conn.execute(DROP_HNSW)
         async with conn.transaction():
             await conn.execute("SELECT set_config('cairn.tenant_id', $1, true)", tenant)
             for first in range(0, chunks, 20_000):
                 size = min(20_000, chunks - first)
-                await conn.execute(SEED, uuid.UUID(tenant), model, size, VOCABULARY)
+                await conn.execute(SEED, uuid.UUID(tenant), model, size, text.pieces, text.picks, text.joiner, terms)
             await conn.execute(COUNT, uuid.UUID(tenant), chunks)
-        await conn.execute(REBUILD_HNSW)
+        await conn.execute(BUILD_HNSW)
     finally:
         await conn.close()
 
@@ -157,10 +198,12 @@ def _time_searches(recall: httpx.Client, queries: list[str]) -> list[float]:
     return samples
 
 
-def run_search(endpoints: dict[str, str], chunks: int, queries: int) -> list[dict[str, Any]]:
+def run_search(endpoints: dict[str, str], chunks: int, queries: int, data: Path | None = None) -> list[dict[str, Any]]:
+    """Synthetic text by default; with `data` (a dataset folder of corpus.jsonl and questions.jsonl), realistic
+    text made of its conversation turns, asked its questions."""
     owner_url = endpoints["CAIRN_POSTGRES_URL"].replace("cairn_app@", "cairn_owner@")
     rng = random.Random(11)
-    asked = [_sentence(rng, rng.choice([3, 6, 10])) for _ in range(queries)]
+    text = synthetic_text(rng, queries) if data is None else conversation_text(rng, queries, data)
     rows = []
     for label, size in (("baseline: 20 chunks (exact scan)", 20), (f"{chunks:,} chunks (HNSW)", chunks)):
         key = new_tenant(endpoints, f"bench-memory-{size}")
@@ -169,10 +212,10 @@ def run_search(endpoints: dict[str, str], chunks: int, queries: int) -> list[dic
             model = recall.get("/v1/memory/status").raise_for_status().json()["model"]
             tenant_id = asyncio.run(_tenant_of(owner_url, key))
             started = time.perf_counter()
-            asyncio.run(_seed(owner_url, tenant_id, model, size))
+            asyncio.run(_seed(owner_url, tenant_id, model, size, text))
             seeded = time.perf_counter() - started
-            rows.append({"agent": label, **_percentiles(_time_searches(recall, asked)), "queries": queries,
-                         "seed_s": round(seeded, 1)})  # fmt: skip
+            rows.append({"agent": label, "text": text.label, **_percentiles(_time_searches(recall, text.queries)),
+                         "queries": queries, "seed_s": round(seeded, 1)})  # fmt: skip
     return rows
 
 

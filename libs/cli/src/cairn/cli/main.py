@@ -72,7 +72,7 @@ def run_memindex_bench(args: argparse.Namespace) -> None:
     if args.part in ("lag", "all"):
         rows += [{"part": "lag", **row} for row in run_lag(endpoints, args.edits)]
     if args.part in ("search", "all"):
-        rows += [{"part": "search", **row} for row in run_search(endpoints, args.chunks, args.queries)]
+        rows += [{"part": "search", **row} for row in run_search(endpoints, args.chunks, args.queries, args.data)]
     for row in rows:
         print("  ".join(f"{k}={v}" for k, v in row.items()))
     write_json(args.out, {"benchmark": "memindex", "rows": rows})
@@ -129,6 +129,7 @@ def _parser() -> argparse.ArgumentParser:
     memindex.add_argument("--chunks", type=int, default=100_000)
     memindex.add_argument("--queries", type=int, default=200)
     memindex.add_argument("--edits", type=int, default=40)
+    memindex.add_argument("--data", type=Path, help="search: realistic text from this dataset's turns and questions")
     for kind in (ingest, imported, history, load, memory_bench, memindex):
         kind.add_argument("--endpoints", type=Path, default=Path(".cairn/endpoints.env"))
         kind.add_argument("--out", type=Path, default=Path(f"bench-results/{kind.prog.split()[-1]}.json"))

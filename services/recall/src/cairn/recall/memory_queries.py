@@ -16,21 +16,38 @@ from datetime import date, datetime
 from typing import Any
 
 import asyncpg
+import numpy as np
 
 from cairn.platform.postgres import tenant_transaction
 
 SUPPORTED_DIMS = (384, 512, 768, 1024, 1536)  # each has a partial HNSW index (migration 0023)
 EXACT_UP_TO = 10_000  # chunks of an agent searched exactly; more go through HNSW
+LEXICAL_CANDIDATES = 1000  # most recent matches ranked per tsquery (any term, every term)
 
 _FILTER = """tenant_id = $1 AND agent_id = $2 AND source = ANY($3::text[])
   AND ($4::text IS NULL OR session_key IS DISTINCT FROM $4)"""
 
-LEXICAL = f"""
-SELECT chunk_id, ts_rank_cd(terms, any_q, 32) + CASE WHEN terms @@ all_q THEN 1.0 ELSE 0.0 END AS score
-FROM indexer.memory_chunks, CAST($5 AS tsquery) AS any_q, CAST($6 AS tsquery) AS all_q
-WHERE {_FILTER} AND terms @@ any_q
+# Lexical candidates: the most recent $7 chunks matching any term and the most recent $7 matching every
+# term (an older chunk with every term is never crowded out by recent partial matches; skipped when both
+# queries are the same), ranked by ts_rank_cd plus 1 for every term. Matching runs in a function (migration
+# 0031 says why), so a rare term reads its few matches from the (tenant_id, terms) index and a frequent one
+# walks the agent's chunks back in time: the work is bounded by the cap, not by the agent's size.
+LEXICAL = """
+WITH candidates AS MATERIALIZED (
+    SELECT DISTINCT ON (chunk_id) chunk_id, terms
+    FROM (
+        SELECT * FROM indexer.matching_memory_chunks($1, $2, $3::text[], $4, CAST($5 AS tsquery), $7)
+        UNION ALL
+        SELECT * FROM indexer.matching_memory_chunks($1, $2, $3::text[], $4, CAST($6 AS tsquery), $7)
+        WHERE CAST($5 AS tsquery) <> CAST($6 AS tsquery)
+    ) matches
+    ORDER BY chunk_id
+)
+SELECT chunk_id, ts_rank_cd(terms, CAST($5 AS tsquery), 32)
+                 + CASE WHEN terms @@ CAST($6 AS tsquery) THEN 1.0 ELSE 0.0 END AS score
+FROM candidates
 ORDER BY score DESC, chunk_id
-LIMIT $7
+LIMIT $8
 """
 # `+ 0` keeps the planner off the HNSW indexes: this is the exact scan of one agent's rows.
 EXACT_VECTOR = f"""
@@ -67,10 +84,15 @@ LIMIT $6
 """
 AGENT_CHUNKS = "SELECT chunks FROM indexer.memory_counts WHERE tenant_id = $1 AND agent_id = $2"
 INDEX_ROWS = "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'indexer.memory_chunks'::regclass"
+# A candidate's vector comes in pgvector's binary form (read straight into numpy, not as a list of
+# floats); `present` are the asked lexemes ($4) the chunk contains, and a lexical match ($5) or a chunk
+# without a vector of the model also brings all its lexemes (what the ranking compares chunks by).
 DETAILS = """
 SELECT chunk_id, source, path, session_key, session_id::text, start_line, end_line, text,
        message_ids::text[] AS message_ids, external_ids, dated, occurred_at,
-       CASE WHEN model = $3 THEN embedding::real[] END AS embedding
+       CASE WHEN model = $3 THEN vector_send(embedding) END AS embedding,
+       tsvector_to_array(ts_filter(setweight(terms, 'A', $4::text[]), '{a}')) AS present,
+       CASE WHEN model IS DISTINCT FROM $3 OR chunk_id = ANY($5::uuid[]) THEN tsvector_to_array(terms) END AS lexemes
 FROM indexer.memory_chunks WHERE tenant_id = $1 AND chunk_id = ANY($2::uuid[])
 """
 # A write position is searchable once the memory consumers passed it and no debounced session holds it back.
@@ -79,9 +101,10 @@ SELECT coalesce((SELECT ingest_seq FROM indexer.memory_progress WHERE tenant_id 
    AND NOT EXISTS (SELECT 1 FROM indexer.memory_pending
                    WHERE tenant_id = $1 AND agent_id = $2 AND first_seq <= $3)
 """
-TURN_VECTORS = """
-SELECT message_id::text, embedding::real[] AS embedding FROM indexer.memory_turns
-WHERE tenant_id = $1 AND message_id = ANY($2::uuid[]) AND model = $3
+# The query's cosine with each turn, computed where the vectors are (inner product: vectors are unit length).
+TURN_COSINES = """
+SELECT message_id::text, -(embedding <#> $4::real[]::vector) AS cosine FROM indexer.memory_turns
+WHERE tenant_id = $1 AND message_id = ANY($2::uuid[]) AND model = $3 AND vector_dims(embedding) = $5
 """
 STATUS_CHUNKS = """
 SELECT count(*) FILTER (WHERE source = 'memory') AS memory_chunks,
@@ -127,7 +150,9 @@ class ChunkDetail:
     external_ids: list[str | None]
     dated: date | None
     occurred_at: datetime | None
-    embedding: list[float] | None
+    embedding: np.ndarray | None
+    present: frozenset[str]  # the asked lexemes the chunk contains
+    lexemes: frozenset[str] | None  # all of them, for a lexical match or a chunk without a vector of the model
 
 
 def ann_settings(limit: int, agent_chunks: int, index_rows: int) -> tuple[str, str]:
@@ -139,12 +164,13 @@ def ann_settings(limit: int, agent_chunks: int, index_rows: int) -> tuple[str, s
 
 
 class MemoryReads:
-    def __init__(self, pool: "asyncpg.Pool[asyncpg.Record]") -> None:
+    def __init__(self, pool: "asyncpg.Pool[asyncpg.Record]", lexical_candidates: int = LEXICAL_CANDIDATES) -> None:
         self._pool = pool
+        self._lexical_candidates = lexical_candidates
 
     async def lexical(self, where: Where, any_q: str, all_q: str, limit: int) -> dict[str, float]:
         async with tenant_transaction(self._pool, where.tenant) as conn:
-            rows = await conn.fetch(LEXICAL, *_params(where), any_q, all_q, limit)
+            rows = await conn.fetch(LEXICAL, *_params(where), any_q, all_q, self._lexical_candidates, limit)
         return {str(r["chunk_id"]): float(r["score"]) for r in rows}
 
     async def vector(
@@ -160,14 +186,19 @@ class MemoryReads:
                 rows = await conn.fetch(ANN_VECTOR[len(query)], *_params(where), list(query), model, limit)
         return {str(r["chunk_id"]): float(r["score"]) for r in rows}
 
-    async def details(self, tenant: str, chunk_ids: Sequence[str], model: str | None) -> list[ChunkDetail]:
+    async def details(
+        self, tenant: str, chunk_ids: Sequence[str], model: str | None, asked: Sequence[str], matched: Sequence[str]
+    ) -> list[ChunkDetail]:
+        """The candidates' rows; `asked` are the query's lexemes, `matched` the chunks the words found."""
+        ids, matched_ids = [uuid.UUID(c) for c in chunk_ids], [uuid.UUID(c) for c in matched]
         async with tenant_transaction(self._pool, tenant) as conn:
-            rows = await conn.fetch(DETAILS, uuid.UUID(tenant), [uuid.UUID(c) for c in chunk_ids], model)
+            rows = await conn.fetch(DETAILS, uuid.UUID(tenant), ids, model, list(asked), matched_ids)
         return [
             ChunkDetail(
                 str(r["chunk_id"]), r["source"], r["path"], r["session_key"], r["session_id"], r["start_line"],
                 r["end_line"], r["text"], list(r["message_ids"]), list(r["external_ids"]), r["dated"],
-                r["occurred_at"], r["embedding"],
+                r["occurred_at"], _vector(r["embedding"]), frozenset(r["present"]),
+                None if r["lexemes"] is None else frozenset(r["lexemes"]),
             )
             for r in rows
         ]  # fmt: skip
@@ -177,10 +208,14 @@ class MemoryReads:
             rows = await conn.fetch(ON_DAYS, *_params(where), list(month_days), limit)
         return [str(r["chunk_id"]) for r in rows]
 
-    async def turn_vectors(self, tenant: str, message_ids: Sequence[str], model: str) -> dict[str, list[float]]:
+    async def turn_cosines(
+        self, tenant: str, message_ids: Sequence[str], model: str, query: Sequence[float]
+    ) -> dict[str, float]:
         async with tenant_transaction(self._pool, tenant) as conn:
-            rows = await conn.fetch(TURN_VECTORS, uuid.UUID(tenant), [uuid.UUID(m) for m in message_ids], model)
-        return {r["message_id"]: r["embedding"] for r in rows}
+            rows = await conn.fetch(
+                TURN_COSINES, uuid.UUID(tenant), [uuid.UUID(m) for m in message_ids], model, list(query), len(query)
+            )
+        return {r["message_id"]: float(r["cosine"]) for r in rows}
 
     async def wait_for(self, tenant: str, agent: str, position: int, bound_s: float) -> bool:
         """Wait (bounded) until the agent's memory index covers ingest position `position`; False at the bound."""
@@ -200,6 +235,13 @@ class MemoryReads:
             pending = await conn.fetchrow(STATUS_PENDING, tenant_id, agent)
             documents = await conn.fetchrow(STATUS_DOCUMENTS, tenant_id, agent)
         return {"chunks": dict(chunks or {}), "pending": dict(pending or {}), "documents": dict(documents or {})}
+
+
+def _vector(sent: bytes | None) -> np.ndarray | None:
+    """A vector from pgvector's binary form: dimensions (int16), unused (int16), big-endian float4s."""
+    if sent is None:
+        return None
+    return np.frombuffer(sent, dtype=">f4", offset=4).astype(np.float32)
 
 
 def _params(where: Where) -> tuple[Any, ...]:

@@ -85,8 +85,10 @@ class MemorySearch:
         ids = list(dict.fromkeys([*lexical, *vector_hits, *dated]))
         if not ids:
             return found
-        details = {d.chunk_id: d for d in await self._reads.details(tenant, ids, self._embedder.model)}
-        scored = _Scored(query_vector, query_terms(query.text), await self._turns(tenant, details, query_vector))
+        wanted = query_terms(query.text)
+        rows = await self._reads.details(tenant, ids, self._embedder.model, wanted, list(lexical))
+        details = {d.chunk_id: d for d in rows}
+        scored = _Scored(query_vector, wanted, await self._turns(tenant, details, query_vector))
         candidates, vectors = _candidates(details, lexical, scored)
         fused = _on_named_days(fuse(candidates, self._options), details, days)
         ranked = decay(fused, datetime.now(UTC).date(), self._options.half_life_days)
@@ -118,12 +120,7 @@ class MemorySearch:
         wanted = [m for d in details.values() if d.source == "sessions" for m in d.message_ids]
         if query is None or model is None or not wanted:
             return {}
-        vectors = await self._reads.turn_vectors(tenant, wanted, model)
-        if not vectors:
-            return {}
-        keys = list(vectors)
-        cosines = np.asarray([vectors[k] for k in keys], dtype=np.float32) @ query
-        return dict(zip(keys, cosines.tolist(), strict=True))
+        return await self._reads.turn_cosines(tenant, wanted, model, query.tolist())
 
     @staticmethod
     def _hit(detail: ChunkDetail, score: float, terms: Sequence[str], agent: str) -> Hit:
@@ -134,19 +131,19 @@ def _candidates(
     details: dict[str, ChunkDetail], lexical: dict[str, float], scored: _Scored
 ) -> tuple[list[Candidate], dict[str, Vector]]:
     """Both scores for every candidate: a chunk found by one side is scored by the other one too."""
-    vectors = {k: np.asarray(d.embedding, dtype=np.float32) for k, d in details.items() if d.embedding}
+    vectors = {k: d.embedding for k, d in details.items() if d.embedding is not None}
     candidates = []
     for key, detail in details.items():
         matched = lexical.get(key, 0.0)
-        # terms are only needed to weigh a lexical match, or to compare chunks that have no vector
-        terms = frozenset(index_terms(detail.text)) if matched or key not in vectors else frozenset()
+        # all of a chunk's terms come only for a lexical match or a chunk without a vector (see DETAILS)
+        terms = detail.lexemes or frozenset()
         similarity = None
         if scored.query_vector is not None and key in vectors:
             similarity = float(np.dot(vectors[key], scored.query_vector))
             turns = [scored.turn_cosine[m] for m in detail.message_ids if m in scored.turn_cosine]
             if turns:
                 similarity = (1 - TURN_WEIGHT) * similarity + TURN_WEIGHT * max(turns)
-        share = coverage(scored.wanted, terms) if matched else 0.0
+        share = coverage(scored.wanted, detail.present) if matched else 0.0
         candidates.append(Candidate(key, matched, similarity, detail.dated, terms, coverage=share))
     return candidates, vectors
 
