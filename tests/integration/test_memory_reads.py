@@ -102,32 +102,48 @@ async def test_an_older_chunk_with_every_term_is_not_crowded_out_by_recent_parti
     assert found[ids[0]] > 1.0  # every term
 
 
-async def test_details_bring_the_vector_the_asked_words_present_and_the_turn_cosines(app_pool: Pool) -> None:
+async def test_details_bring_the_vector_and_the_asked_words_present(app_pool: Pool) -> None:
     tenant = str(uuid.uuid4())
     (chunk,) = await _write(app_pool, tenant, [_row("the garden needs rain before the marathon", 1)])
     async with tenant_transaction(app_pool, tenant) as conn:
         stored = await conn.fetchval(
             "SELECT embedding::real[] FROM indexer.memory_chunks WHERE chunk_id = $1::uuid", chunk
         )
-        message = uuid.uuid4()
-        await conn.execute(
-            "INSERT INTO indexer.memory_turns (tenant_id, agent_id, session_id, position, reset_index, session_key,"
-            " message_id, role, text, occurred_at, model, embedding)"
-            " VALUES ($1, 'main', $2, 1, 0, 'agent:main:main', $3, 'user', 'rain', now(), $4, $5::real[]::vector)",
-            uuid.UUID(tenant), uuid.uuid4(), message, MODEL, stored,
-        )  # fmt: skip
     reads = MemoryReads(app_pool)
-    (detail,) = await reads.details(tenant, [chunk], MODEL, ["garden", "rain", "piano"], [chunk])
+    (detail,), _ = await reads.details(tenant, [chunk], MODEL, ["garden", "rain", "piano"], [chunk])
     assert detail.embedding is not None
     np.testing.assert_allclose(detail.embedding, np.asarray(stored, dtype=np.float32))
     assert detail.present == {"garden", "rain"}
     assert detail.lexemes == frozenset(index_terms(detail.text))
-    (unmatched,) = await reads.details(tenant, [chunk], MODEL, ["garden"], [])
+    (unmatched,), _ = await reads.details(tenant, [chunk], MODEL, ["garden"], [])
     assert unmatched.lexemes is None  # has a vector, was not found by its words: not needed
-    (other_model,) = await reads.details(tenant, [chunk], "another-model", ["garden"], [])
+    (other_model,), _ = await reads.details(tenant, [chunk], "another-model", ["garden"], [])
     assert other_model.embedding is None
     assert other_model.lexemes == detail.lexemes
-    query = np.asarray(stored, dtype=np.float32)[::-1].copy()
-    cosines = await reads.turn_cosines(tenant, [str(message)], MODEL, query.tolist())
-    assert cosines[str(message)] == pytest.approx(float(np.dot(np.asarray(stored, dtype=np.float32), query)), abs=1e-5)
-    assert await reads.turn_cosines(tenant, [str(message)], "another-model", query.tolist()) == {}
+
+
+async def test_details_bring_the_query_cosine_of_every_turn_of_a_transcript_candidate(app_pool: Pool) -> None:
+    tenant = str(uuid.uuid4())
+    (chunk,) = await _write(app_pool, tenant, [_row("User: rain\nAssistant: sun", 1, session="agent:main:main")])
+    messages = [uuid.uuid4(), uuid.uuid4()]
+    turns = np.random.default_rng(5).normal(size=(2, DIMS)).astype(np.float32)
+    turns /= np.linalg.norm(turns, axis=1, keepdims=True)
+    async with tenant_transaction(app_pool, tenant) as conn:
+        await conn.execute(
+            "UPDATE indexer.memory_chunks SET message_ids = $1 WHERE chunk_id = $2::uuid", messages, chunk
+        )
+        for position, (message, vector) in enumerate(zip(messages, turns, strict=True)):
+            await conn.execute(
+                "INSERT INTO indexer.memory_turns (tenant_id, agent_id, session_id, position, reset_index, session_key,"
+                " message_id, role, text, occurred_at, model, embedding)"
+                " VALUES ($1, 'main', $2, $3, 0, 'agent:main:main', $4, 'user', 'x', now(), $5, $6::real[]::vector)",
+                uuid.UUID(tenant), uuid.uuid4(), position, message, MODEL, vector.tolist(),
+            )  # fmt: skip
+    query = turns[0] + 0.5 * turns[1]
+    reads = MemoryReads(app_pool)
+    _, cosines = await reads.details(tenant, [chunk], MODEL, [], [], query.tolist())
+    assert cosines.keys() == {str(m) for m in messages}
+    for message, vector in zip(messages, turns, strict=True):
+        assert cosines[str(message)] == pytest.approx(float(np.dot(vector, query)), abs=1e-5)
+    assert (await reads.details(tenant, [chunk], MODEL, [], []))[1] == {}  # no query vector: none asked
+    assert (await reads.details(tenant, [chunk], "another-model", [], [], query.tolist()))[1] == {}

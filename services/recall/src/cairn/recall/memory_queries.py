@@ -187,35 +187,29 @@ class MemoryReads:
         return {str(r["chunk_id"]): float(r["score"]) for r in rows}
 
     async def details(
-        self, tenant: str, chunk_ids: Sequence[str], model: str | None, asked: Sequence[str], matched: Sequence[str]
-    ) -> list[ChunkDetail]:
-        """The candidates' rows; `asked` are the query's lexemes, `matched` the chunks the words found."""
+        self,
+        tenant: str,
+        chunk_ids: Sequence[str],
+        model: str | None,
+        asked: Sequence[str],
+        matched: Sequence[str],
+        query: Sequence[float] | None = None,
+    ) -> tuple[list[ChunkDetail], dict[str, float]]:
+        """The candidates' rows (`asked` are the query's lexemes, `matched` the chunks its words found) and,
+        given the query's vector, its cosine with every turn of the transcript chunks among them: one
+        transaction, as this is on every search's critical path."""
         ids, matched_ids = [uuid.UUID(c) for c in chunk_ids], [uuid.UUID(c) for c in matched]
         async with tenant_transaction(self._pool, tenant) as conn:
             rows = await conn.fetch(DETAILS, uuid.UUID(tenant), ids, model, list(asked), matched_ids)
-        return [
-            ChunkDetail(
-                str(r["chunk_id"]), r["source"], r["path"], r["session_key"], r["session_id"], r["start_line"],
-                r["end_line"], r["text"], list(r["message_ids"]), list(r["external_ids"]), r["dated"],
-                r["occurred_at"], _vector(r["embedding"]), frozenset(r["present"]),
-                None if r["lexemes"] is None else frozenset(r["lexemes"]),
-            )
-            for r in rows
-        ]  # fmt: skip
+            details = [_detail(r) for r in rows]
+            turns = [m for d in details if d.source == "sessions" for m in d.message_ids]
+            cosines = await _turn_cosines(conn, tenant, turns, model, query) if query and model and turns else {}
+        return details, cosines
 
     async def on_days(self, where: Where, month_days: Sequence[str], limit: int) -> list[str]:
         async with tenant_transaction(self._pool, where.tenant) as conn:
             rows = await conn.fetch(ON_DAYS, *_params(where), list(month_days), limit)
         return [str(r["chunk_id"]) for r in rows]
-
-    async def turn_cosines(
-        self, tenant: str, message_ids: Sequence[str], model: str, query: Sequence[float]
-    ) -> dict[str, float]:
-        async with tenant_transaction(self._pool, tenant) as conn:
-            rows = await conn.fetch(
-                TURN_COSINES, uuid.UUID(tenant), [uuid.UUID(m) for m in message_ids], model, list(query), len(query)
-            )
-        return {r["message_id"]: float(r["cosine"]) for r in rows}
 
     async def wait_for(self, tenant: str, agent: str, position: int, bound_s: float) -> bool:
         """Wait (bounded) until the agent's memory index covers ingest position `position`; False at the bound."""
@@ -235,6 +229,22 @@ class MemoryReads:
             pending = await conn.fetchrow(STATUS_PENDING, tenant_id, agent)
             documents = await conn.fetchrow(STATUS_DOCUMENTS, tenant_id, agent)
         return {"chunks": dict(chunks or {}), "pending": dict(pending or {}), "documents": dict(documents or {})}
+
+
+def _detail(r: asyncpg.Record) -> ChunkDetail:
+    return ChunkDetail(
+        str(r["chunk_id"]), r["source"], r["path"], r["session_key"], r["session_id"], r["start_line"],
+        r["end_line"], r["text"], list(r["message_ids"]), list(r["external_ids"]), r["dated"], r["occurred_at"],
+        _vector(r["embedding"]), frozenset(r["present"]), None if r["lexemes"] is None else frozenset(r["lexemes"]),
+    )  # fmt: skip
+
+
+async def _turn_cosines(
+    conn: Any, tenant: str, message_ids: Sequence[str], model: str, query: Sequence[float]
+) -> dict[str, float]:
+    ids = [uuid.UUID(m) for m in message_ids]
+    rows = await conn.fetch(TURN_COSINES, uuid.UUID(tenant), ids, model, list(query), len(query))
+    return {r["message_id"]: float(r["cosine"]) for r in rows}
 
 
 def _vector(sent: bytes | None) -> np.ndarray | None:

@@ -86,9 +86,10 @@ class MemorySearch:
         if not ids:
             return found
         wanted = query_terms(query.text)
-        rows = await self._reads.details(tenant, ids, self._embedder.model, wanted, list(lexical))
+        model, asked_vector = self._embedder.model, None if query_vector is None else query_vector.tolist()
+        rows, turn_cosine = await self._reads.details(tenant, ids, model, wanted, list(lexical), asked_vector)
         details = {d.chunk_id: d for d in rows}
-        scored = _Scored(query_vector, wanted, await self._turns(tenant, details, query_vector))
+        scored = _Scored(query_vector, wanted, turn_cosine)
         candidates, vectors = _candidates(details, lexical, scored)
         fused = _on_named_days(fuse(candidates, self._options), details, days)
         ranked = decay(fused, datetime.now(UTC).date(), self._options.half_life_days)
@@ -113,14 +114,6 @@ class MemorySearch:
             found.fallbacks.append(f"lexical only for this query: the embedding provider failed ({error})")
             return None, {}
         return vector, await self._reads.vector(where, vector.tolist(), model, pool)
-
-    async def _turns(self, tenant: str, details: dict[str, ChunkDetail], query: Vector | None) -> dict[str, float]:
-        """Cosine of the query with every turn of the transcript candidates."""
-        model = self._embedder.model
-        wanted = [m for d in details.values() if d.source == "sessions" for m in d.message_ids]
-        if query is None or model is None or not wanted:
-            return {}
-        return await self._reads.turn_cosines(tenant, wanted, model, query.tolist())
 
     @staticmethod
     def _hit(detail: ChunkDetail, score: float, terms: Sequence[str], agent: str) -> Hit:
