@@ -162,3 +162,48 @@ async def test_matching_runs_as_the_owner_but_answers_only_for_the_calling_tenan
         assert await conn.fetchval(MATCHES, corpus, "'shanghai'") == 1
     async with tenant_transaction(app_pool, str(uuid.uuid4())) as conn:
         assert await conn.fetchval(MATCHES, corpus, "'shanghai'") == 0
+
+
+COUNTS = "SELECT agent_id, messages FROM indexer.message_counts ORDER BY agent_id"
+
+
+def _row(tenant: str, agent: str, text: str) -> tuple[object, ...]:
+    event = _message(tenant, f"{agent}-{text}", text, None, START, 1).model_copy(update={"agent_id": agent})
+    return store.message_row(event)
+
+
+async def test_the_corpus_count_follows_every_insert_and_delete(app_pool: Pool) -> None:
+    """BM25's corpus size is kept with the rows (0028): re-sent messages are not counted twice, deletes count out,
+    and each tenant sees only its own counts."""
+    tenant, other = str(uuid.uuid4()), str(uuid.uuid4())
+    rows = [_row(tenant, "main", f"note {index}") for index in range(3)] + [_row(tenant, "helper", "a task")]
+    async with tenant_transaction(app_pool, tenant) as conn:
+        await store.insert_messages(conn, rows)
+        await store.insert_messages(conn, [*rows[:2], _row(tenant, "main", "one more")])  # two already indexed
+        assert [tuple(r) for r in await conn.fetch(COUNTS)] == [("helper", 1), ("main", 4)]
+        await conn.execute("DELETE FROM indexer.messages WHERE agent_id = 'main' AND text LIKE 'note%'")
+        assert [tuple(r) for r in await conn.fetch(COUNTS)] == [("helper", 1), ("main", 1)]
+    async with tenant_transaction(app_pool, other) as conn:
+        assert await conn.fetch(COUNTS) == []
+
+
+async def test_the_corpus_size_weighs_a_term_by_the_whole_tenant(app_pool: Pool) -> None:
+    """The same matches score higher once the tenant holds many messages without the term (a rarer term)."""
+    tenant = str(uuid.uuid4())
+    await _index(app_pool, tenant, {"a": ("the zeppelin tour", None), "b": ("zeppelin again", None)})
+    before = [hit.score for hit in await _search(app_pool, tenant, "zeppelin")]
+    async with tenant_transaction(app_pool, tenant) as conn:
+        await store.insert_messages(conn, [_row(tenant, "main", f"unrelated chat {index}") for index in range(40)])
+    after = [hit.score for hit in await _search(app_pool, tenant, "zeppelin")]
+    assert len(before) == len(after) == 2
+    assert all(later > earlier for earlier, later in zip(before, after, strict=True))
+
+
+async def test_a_search_never_runs_inside_another_tenants_transaction(app_pool: Pool, corpus: str) -> None:
+    """The search sets its tenant itself (one round trip); inside a transaction of another tenant it refuses."""
+    search = "SELECT count(*) FROM indexer.search_messages($1, $2, $2, 10, 0, NULL, NULL, '{shanghai}', '{1}', 100)"
+    async with tenant_transaction(app_pool, corpus) as conn:
+        assert await conn.fetchval(search, uuid.UUID(corpus), "shanghai") == 1
+    async with tenant_transaction(app_pool, str(uuid.uuid4())) as conn:
+        with pytest.raises(asyncpg.RaiseError, match="another tenant"):
+            await conn.fetchval(search, uuid.UUID(corpus), "shanghai")
