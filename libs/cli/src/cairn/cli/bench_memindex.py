@@ -109,20 +109,25 @@ def run_embedding(texts: int = 512) -> list[dict[str, Any]]:
     return rows
 
 
-# Each chunk is `$5` random picks from `$4` joined by `$6`; its terms are the picks' lexemes (`$7`, the
-# application tokenizer's output for each pick) under to_tsvector('simple'), which keeps them as they are.
+# Each chunk is `$4` random picks from the `pieces` table joined by `$5`; its terms are the picks' lexemes (the
+# application tokenizer's output for each piece) under to_tsvector('simple'), which keeps them as they are.
 SEED = """
 INSERT INTO indexer.memory_chunks (tenant_id, agent_id, source, path, start_line, end_line, text, terms,
     content_hash, model, dims, embedding)
 SELECT $1, 'main', 'memory', 'memory/bank/bench-' || (g / 50) || '.md', g % 50 + 1, g % 50 + 1, t.text,
        to_tsvector('simple', t.terms), '\\x00', $2, 512, c.v + n.v
 FROM generate_series(0, $3 - 1) g
-CROSS JOIN LATERAL (SELECT string_agg(v.l[i], $6) AS text, string_agg(v.x[i], ' ') AS terms
-                    FROM (SELECT 1 + floor(random() * cardinality($4::text[]))::int AS i
-                          FROM generate_series(1, $5) WHERE g >= 0) pick,
-                         (SELECT $4::text[] AS l, $7::text[] AS x) v) t
+CROSS JOIN LATERAL (SELECT string_agg(p.piece, $5) AS text, string_agg(p.terms, ' ') AS terms
+                    FROM (SELECT 1 + floor(random() * (SELECT count(*) FROM pieces))::int AS i
+                          FROM generate_series(1, $4) WHERE g >= 0) pick
+                    JOIN pieces p ON p.i = pick.i) t
 JOIN centres c ON c.c = g % 256 JOIN noise n ON n.n = (g * 7919) % 1000
 """
+PIECES = """
+CREATE TEMP TABLE pieces AS
+SELECT i::int, piece, terms FROM unnest($1::text[], $2::text[]) WITH ORDINALITY u(piece, terms, i)
+"""
+INDEX_PIECES = "CREATE INDEX ON pieces (i); ANALYZE pieces"
 SEED_TABLES = """
 CREATE TEMP TABLE centres AS SELECT c, (SELECT array_agg(random() - 0.5)::real[]::vector
     FROM generate_series(1, 512) WHERE c >= 0) AS v FROM generate_series(0, 255) c;
@@ -176,12 +181,14 @@ async def _seed(owner_url: str, tenant: str, model: str, chunks: int, text: Text
     conn = await asyncpg.connect(owner_url)
     try:
         await conn.execute(SEED_TABLES)
+        await conn.execute(PIECES, text.pieces, terms)
+        await conn.execute(INDEX_PIECES)
         await conn.execute(DROP_HNSW)
         async with conn.transaction():
             await conn.execute("SELECT set_config('cairn.tenant_id', $1, true)", tenant)
             for first in range(0, chunks, 20_000):
                 size = min(20_000, chunks - first)
-                await conn.execute(SEED, uuid.UUID(tenant), model, size, text.pieces, text.picks, text.joiner, terms)
+                await conn.execute(SEED, uuid.UUID(tenant), model, size, text.picks, text.joiner)
             await conn.execute(COUNT, uuid.UUID(tenant), chunks)
         await conn.execute(BUILD_HNSW)
     finally:

@@ -22,24 +22,29 @@ from cairn.platform.postgres import tenant_transaction
 
 SUPPORTED_DIMS = (384, 512, 768, 1024, 1536)  # each has a partial HNSW index (migration 0023)
 EXACT_UP_TO = 10_000  # chunks of an agent searched exactly; more go through HNSW
-LEXICAL_CANDIDATES = 1000  # most recent matches ranked per tsquery (any term, every term)
+LEXICAL_CANDIDATES = 300  # most recent matches ranked per tsquery (every term, then any term)
 
 _FILTER = """tenant_id = $1 AND agent_id = $2 AND source = ANY($3::text[])
   AND ($4::text IS NULL OR session_key IS DISTINCT FROM $4)"""
 
-# Lexical candidates: the most recent $7 chunks matching any term and the most recent $7 matching every
-# term (an older chunk with every term is never crowded out by recent partial matches; skipped when both
-# queries are the same), ranked by ts_rank_cd plus 1 for every term. Matching runs in a function (migration
-# 0031 says why), so a rare term reads its few matches from the (tenant_id, terms) index and a frequent one
-# walks the agent's chunks back in time: the work is bounded by the cap, not by the agent's size.
+# Lexical candidates: the most recent $7 chunks matching every term and, only when they are fewer than the
+# $8 asked for, the most recent $7 matching any term, ranked by ts_rank_cd plus 1 for every term. A chunk with
+# every term outranks any partial match, and every full match among the most recent $7 partial ones is among
+# the most recent $7 full ones, so the top $8 are the same as ranking both sets together (an older chunk with
+# every term is never crowded out by recent partial matches). Matching runs in a function (migration 0031 says
+# why), so a rare term reads its few matches from the (tenant_id, terms) index and a frequent one walks the
+# agent's chunks back in time: the work is bounded by the cap, not by the agent's size.
 LEXICAL = """
-WITH candidates AS MATERIALIZED (
+WITH every AS MATERIALIZED (
+    SELECT chunk_id, terms FROM indexer.matching_memory_chunks($1, $2, $3::text[], $4, CAST($6 AS tsquery), $7)
+),
+candidates AS (
     SELECT DISTINCT ON (chunk_id) chunk_id, terms
     FROM (
-        SELECT * FROM indexer.matching_memory_chunks($1, $2, $3::text[], $4, CAST($5 AS tsquery), $7)
+        SELECT chunk_id, terms FROM every
         UNION ALL
-        SELECT * FROM indexer.matching_memory_chunks($1, $2, $3::text[], $4, CAST($6 AS tsquery), $7)
-        WHERE CAST($5 AS tsquery) <> CAST($6 AS tsquery)
+        SELECT chunk_id, terms FROM indexer.matching_memory_chunks($1, $2, $3::text[], $4, CAST($5 AS tsquery), $7)
+        WHERE CAST($5 AS tsquery) <> CAST($6 AS tsquery) AND (SELECT count(*) FROM every) < $8
     ) matches
     ORDER BY chunk_id
 )
