@@ -29,6 +29,18 @@ async def app_pool(stack: LocalStack) -> AsyncIterator["asyncpg.Pool[asyncpg.Rec
         await pool.close()
 
 
+@pytest.fixture(scope="session")
+async def projector_pool(stack: LocalStack) -> AsyncIterator["asyncpg.Pool[asyncpg.Record]"]:
+    """A pool connected as `cairn_projector`, the role of the session and indexer services: like `cairn_app`,
+    and on the tables projections write it may open a transaction over several tenants."""
+    settings = PostgresSettings(url=SecretStr(stack.postgres_url()), pool_min=1, pool_max=4).projector()
+    pool = await create_pool(settings)
+    try:
+        yield pool
+    finally:
+        await pool.close()
+
+
 @pytest.fixture
 async def admin(stack: LocalStack) -> AsyncIterator["asyncpg.Connection[asyncpg.Record]"]:
     """A superuser connection, for setup and for looking past row-level security in assertions."""

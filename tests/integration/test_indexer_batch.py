@@ -1,8 +1,9 @@
-"""The indexer's batch path on real Postgres as `cairn_app`: one tenant's events of a fetched batch become
-full-text rows in one statement and per-agent read-your-writes positions in one more."""
+"""The indexer's batch path on real Postgres as `cairn_app` (one tenant's events) and as `cairn_projector`
+(several tenants' events in one transaction): a fetched batch becomes full-text rows in one statement and
+per-agent read-your-writes positions in one more."""
 
 import uuid
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import asyncpg
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from cairn.events import Event, ResetBoundary, SessionCreated, TranscriptAppended
 from cairn.indexer.handlers import IndexerProjection
 from cairn.platform.consumer import Delivery
-from cairn.platform.postgres import tenant_transaction
+from cairn.platform.postgres import tenant_transaction, tenants_transaction
 from cairn.text import build_query
 
 pytestmark = pytest.mark.integration
@@ -29,17 +30,19 @@ def appended(tenant: str, agent: str, position: int, text: str, role: str = "use
 
 
 async def apply(pool: Pool, events: list[Event]) -> None:
-    async with tenant_transaction(pool, events[0].tenant_id) as conn:
+    """As the projection does: a single tenant's batch in its tenant transaction, several tenants' together."""
+    tenants = {e.tenant_id for e in events}
+    transaction = tenant_transaction(pool, tenants.pop()) if len(tenants) == 1 else tenants_transaction(pool, tenants)
+    async with transaction as conn:
         unit = IndexerProjection().begin(conn, events)
         for number, event in enumerate(events, start=1):
             assert await unit.handle(event, Delivery(number, 1, "cairn.test")) == []
         await unit.complete()
 
 
-async def test_a_batch_indexes_user_and_assistant_text_and_advances_each_agent(app_pool: Pool) -> None:
-    tenant = str(uuid.uuid4())
+def scenario(tenant: str) -> list[Event]:
     repeated = str(uuid.uuid4())
-    events: list[Event] = [
+    return [
         appended(tenant, "main", 1, "下周二我去上海参加产品发布会", seq=10, message_id=repeated),
         appended(tenant, "main", 2, "tool output about 上海 weather", role="tool", seq=11),
         appended(tenant, "helper", 1, "the helper answers about Shanghai", role="assistant", seq=12),
@@ -64,8 +67,32 @@ async def test_a_batch_indexes_user_and_assistant_text_and_advances_each_agent(a
             ingest_seq=13,
         ),
     ]
-    await apply(app_pool, events)
+
+
+async def test_a_batch_indexes_user_and_assistant_text_and_advances_each_agent(app_pool: Pool) -> None:
+    tenant = str(uuid.uuid4())
+    await apply(app_pool, scenario(tenant))
     await apply(app_pool, [appended(tenant, "helper", 3, "later", seq=5)])  # an older position never goes back
+    await assert_indexed(app_pool, tenant)
+
+
+async def test_a_batch_of_several_tenants_indexes_each_as_alone(
+    app_pool: Pool, projector_pool: Pool, admin: Any
+) -> None:
+    tenants = [str(uuid.uuid4()) for _ in range(3)]
+    scenarios = [scenario(t) for t in tenants]
+    await apply(projector_pool, [e for events in zip(*scenarios, strict=True) for e in events])  # interleaved
+    writers = await admin.fetch(
+        "SELECT DISTINCT xmin::text FROM indexer.messages WHERE tenant_id = ANY($1::uuid[])",
+        [uuid.UUID(t) for t in tenants],
+    )
+    assert len(writers) == 1, "one transaction for every tenant's rows"
+    await apply(projector_pool, [appended(t, "helper", 3, "later", seq=5) for t in tenants])
+    for tenant in tenants:
+        await assert_indexed(app_pool, tenant)
+
+
+async def assert_indexed(app_pool: Pool, tenant: str) -> None:
 
     query = build_query("上海")
     assert query is not None

@@ -61,6 +61,7 @@ async def table(stack: LocalStack) -> AsyncIterator[str]:
                 USING (tenant_id = cairn.current_tenant()) WITH CHECK (tenant_id = cairn.current_tenant());
             GRANT USAGE ON SCHEMA {schema} TO cairn_app;
             GRANT SELECT, INSERT ON {schema}.applied TO cairn_app;
+            SELECT cairn.admit_tenant_batches('{schema}.applied');
             """
         )
         yield f"{schema}.applied"
@@ -270,8 +271,12 @@ class BatchRecorder:
     """Like the services' projections: each event's row is buffered, `complete` writes them with one INSERT
     and fails when a poison event is among them (one bad row fails the whole statement)."""
 
-    def __init__(self, table: str, tenants: set[str], poison: frozenset[str] = frozenset(), emit: bool = False):
+    def __init__(
+        self, table: str, tenants: set[str], poison: frozenset[str] = frozenset(), emit: bool = False,
+        across_tenants: bool = False,
+    ) -> None:  # fmt: skip
         self.table, self.tenants, self.poison, self.emit = table, tenants, poison, emit
+        self.across_tenants = across_tenants
         self.deliveries: list[tuple[str, int]] = []  # (event id, delivery number), as handled
 
     def handles(self, event: Event) -> bool:
@@ -314,15 +319,17 @@ async def applied(pool: Pool, table: str, tenant: str) -> list[tuple[str, int]]:
     return [(str(r["event_id"]), r["txid"]) for r in found]
 
 
+@pytest.mark.parametrize("across_tenants", [False, True], ids=["per-tenant handlers", "cross-tenant handlers"])
 async def test_a_batch_is_applied_per_tenant_in_one_transaction_each_in_stream_order(
-    nats_client: Client, app_pool: Pool, table: str
+    nats_client: Client, app_pool: Pool, table: str, across_tenants: bool
 ) -> None:
-    """Two tenants interleaved in one fetch: each tenant's events in one transaction, in stream order."""
+    """Two tenants interleaved in one fetch: each tenant's events in one transaction, in stream order. On a
+    cairn_app pool even handlers that could take several tenants get one transaction per tenant."""
     js, a, b, agent = nats_client.jetstream(), str(uuid.uuid4()), str(uuid.uuid4()), f"a{uuid.uuid4().hex[:8]}"
     events = [recall_of(tenant, agent) for tenant in (a, b, a, b, a)]
     publisher = EventPublisher(js)
     seqs = [(await publisher.publish(event)).seq for event in events]  # all stored before the first fetch
-    recorder = BatchRecorder(table, {a, b})
+    recorder = BatchRecorder(table, {a, b}, across_tenants=across_tenants)
     filter_subject = f"cairn.*.{agent}.recall.performed"  # only this test's events, so one fetch holds them all
     async with running(js, RECALL_STREAM, recorder, app_pool, BATCHED, filter_subject=filter_subject) as projection:
         assert await eventually(lambda: settled(js, projection, seqs[-1]))
@@ -397,3 +404,60 @@ async def test_a_projection_filtered_to_several_subjects_reads_only_those(
         info = await js.consumer_info(RECALL_STREAM, projection.consumer)
     assert [e for e, _ in recorder.deliveries] == [events[0].event_id, events[2].event_id, events[4].event_id]
     assert sorted(info.config.filter_subjects or []) == sorted(subjects)
+
+
+async def test_on_the_projector_role_a_batch_of_several_tenants_is_one_transaction(
+    nats_client: Client, projector_pool: Pool, app_pool: Pool, table: str
+) -> None:
+    js, a, b, agent = nats_client.jetstream(), str(uuid.uuid4()), str(uuid.uuid4()), f"a{uuid.uuid4().hex[:8]}"
+    events = [recall_of(tenant, agent) for tenant in (a, b, a, b, a)]
+    publisher = EventPublisher(js)
+    seqs = [(await publisher.publish(event)).seq for event in events]
+    recorder, recording = BatchRecorder(table, {a, b}, emit=True, across_tenants=True), RecordingPublisher(js)
+    filter_subject = f"cairn.*.{agent}.recall.performed"
+    async with running(
+        js, RECALL_STREAM, recorder, projector_pool, BATCHED, recording, filter_subject=filter_subject
+    ) as projection:
+        assert await eventually(lambda: settled(js, projection, seqs[-1]))
+    rows_a, rows_b = await applied(app_pool, table, a), await applied(app_pool, table, b)
+    assert [e for e, _ in rows_a] == [events[0].event_id, events[2].event_id, events[4].event_id]
+    assert [e for e, _ in rows_b] == [events[1].event_id, events[3].event_id]
+    assert len({t for _, t in rows_a + rows_b}) == 1, "one transaction for both tenants' events"
+    (batch,) = recording.batches
+    assert [e.causation_id for e in batch] == [e.event_id for e in events], "published in stream order"
+    assert [e.tenant_id for e in batch] == [e.tenant_id for e in events]
+    async with tenant_transaction(app_pool, b) as conn:  # each processed record and outbox row is its tenant's
+        assert await conn.fetchval(
+            "SELECT count(*) FROM cairn.outbox WHERE consumer = $1", projection.consumer
+        ) == 2  # fmt: skip
+        assert await conn.fetchval(
+            "SELECT count(*) FROM cairn.processed_events WHERE consumer = $1", projection.consumer
+        ) == 2  # fmt: skip
+
+
+async def test_a_poison_event_in_a_batch_of_several_tenants_is_dead_lettered_and_nothing_else_is_lost(
+    nats_client: Client, projector_pool: Pool, app_pool: Pool, table: str
+) -> None:
+    js, a, b, agent = nats_client.jetstream(), str(uuid.uuid4()), str(uuid.uuid4()), f"a{uuid.uuid4().hex[:8]}"
+    events = [recall_of(a, agent), recall_of(b, agent), recall_of(a, agent), recall_of(b, agent), recall_of(a, agent)]
+    poison = events[2]
+    publisher = EventPublisher(js)
+    seqs = [(await publisher.publish(event)).seq for event in events]
+    recorder = BatchRecorder(table, {a, b}, poison=frozenset({poison.event_id}), across_tenants=True)
+    filter_subject = f"cairn.*.{agent}.recall.performed"
+    async with running(
+        js, RECALL_STREAM, recorder, projector_pool, BATCHED, filter_subject=filter_subject
+    ) as projection:
+        dead = dead_letter_subject(projection.consumer)
+        letters = await eventually(lambda: stream_messages(js, DEAD_LETTER_STREAM, dead))
+        assert await eventually(lambda: settled(js, projection, seqs[-1]))
+    assert [e for e, _ in await applied(app_pool, table, a)] == [events[0].event_id, events[4].event_id]
+    rows_b = await applied(app_pool, table, b)
+    assert [e for e, _ in rows_b] == [events[1].event_id, events[3].event_id]
+    assert len({t for _, t in rows_b}) == 1, "the healthy tenant's events still went in together"
+    (letter,) = letters
+    assert letter.data == encode_event(poison)
+    assert (letter.headers or {})["Cairn-Error"] == f"RuntimeError: poison {poison.event_id}"
+    after = [n for e, n in recorder.deliveries if e == events[4].event_id]
+    before = [n for e, n in recorder.deliveries if e == poison.event_id]
+    assert max(after) >= max(before), "the event after the poison was not applied before it was settled"

@@ -1,9 +1,11 @@
-"""The session service's set-based batch path against the plain store, on real Postgres as `cairn_app`.
+"""The session service's set-based batch path against the plain store, on real Postgres as `cairn_app` and
+as `cairn_projector`.
 
 The same events (interleaved sessions, a re-sent message, `/new`, an idle reset, a cron session, a console
 thread, compaction, a fork, agent settings changing in between) go once through the handlers on
 `PostgresTranscripts`, one transaction per event, and once through `SessionProjection` as one batch in one
-transaction. Both must emit the same events and leave the same transcripts and sessions."""
+transaction, also with several tenants' scenarios interleaved in one batch (the same keys and adapter ids in
+every tenant). Both must emit the same events and leave the same transcripts and sessions."""
 
 import uuid
 from collections.abc import Sequence
@@ -28,7 +30,7 @@ from cairn.events import (
     TranscriptAppended,
 )
 from cairn.platform.consumer import Delivery
-from cairn.platform.postgres import tenant_transaction
+from cairn.platform.postgres import tenant_transaction, tenants_transaction
 from cairn.session.handlers import SessionHandlers
 from cairn.session.projection import SessionProjection
 from cairn.session.settings import CompactionSettings, SessionSettings
@@ -106,6 +108,20 @@ async def run_plain(pool: Pool, events: Sequence[Event]) -> list[list[Event]]:
     return emitted
 
 
+async def run_across(pool: Pool, scenarios: Sequence[Sequence[Event]], first: int = 0) -> list[list[list[Event]]]:
+    """Several tenants' events interleaved (each tenant's in order) as one batch in one transaction; each
+    event carries the position it has in its own tenant's sequence, so the outcome compares with `run_plain`."""
+    order = sorted(((i, n) for n, events in enumerate(scenarios) for i in range(len(events))))
+    emitted: list[list[list[Event]]] = [[] for _ in scenarios]
+    async with tenants_transaction(pool, [events[0].tenant_id for events in scenarios]) as conn:
+        unit = SessionProjection(SETTINGS).begin(conn, [scenarios[n][i] for i, n in order])
+        for i, n in order:
+            delivery = Delivery(first + i + 1, 1, "cairn.test")
+            emitted[n].append(list(await unit.handle(scenarios[n][i], delivery)))
+        await unit.complete()
+    return emitted
+
+
 async def run_batched(pool: Pool, events: Sequence[Event], first_seq: int = 1) -> list[list[Event]]:
     """Events as one tenant's group of one fetched batch: one unit, one transaction."""
     emitted = []
@@ -179,6 +195,45 @@ async def test_batches_continue_what_earlier_batches_wrote(app_pool: Pool) -> No
     assert batched[-1] == [], "an adapter id stored by an earlier batch is still a re-send"
     assert [[_shape(e) for e in out] for out in batched] == [[_shape(e) for e in out] for out in plain]
     assert await stored(app_pool, batch_tenant) == await stored(app_pool, plain_tenant)
+
+
+async def test_one_batch_of_several_tenants_leaves_what_each_tenant_alone_leaves(
+    app_pool: Pool, projector_pool: Pool, admin: Any
+) -> None:
+    plain_tenant = str(uuid.uuid4())
+    plain = await run_plain(app_pool, scenario(plain_tenant))
+    tenants = [str(uuid.uuid4()) for _ in range(3)]
+    batched = await run_across(projector_pool, [scenario(tenant) for tenant in tenants])
+
+    expected = await stored(app_pool, plain_tenant)
+    for tenant, emitted in zip(tenants, batched, strict=True):
+        assert [[_shape(e) for e in out] for out in emitted] == [[_shape(e) for e in out] for out in plain]
+        assert {e.tenant_id for out in emitted for e in out} == {tenant}
+        assert await stored(app_pool, tenant) == expected
+    writers = await admin.fetch(
+        "SELECT DISTINCT xmin::text FROM session.entries WHERE tenant_id = ANY($1::uuid[])",
+        [uuid.UUID(t) for t in tenants],
+    )
+    assert len(writers) > 0
+    assert {r["xmin"] for r in writers} == {writers[0]["xmin"]}, "every tenant's entries come from one transaction"
+
+
+async def test_batches_of_several_tenants_continue_what_earlier_batches_wrote(
+    app_pool: Pool, projector_pool: Pool
+) -> None:
+    plain_tenant = str(uuid.uuid4())
+    plain = await run_plain(app_pool, [*scenario(plain_tenant), _say(plain_tenant, K1, "re-sent", 302, "a1")])
+    tenants = [str(uuid.uuid4()) for _ in range(2)]
+    scenarios = [[*scenario(t), _say(t, K1, "re-sent", 302, "a1")] for t in tenants]
+    batched: list[list[list[Event]]] = [[] for _ in tenants]
+    for start, end in ((0, 3), (3, 9), (9, 16), (16, len(scenarios[0]))):
+        for n, out in enumerate(await run_across(projector_pool, [s[start:end] for s in scenarios], first=start)):
+            batched[n] += out
+
+    for tenant, emitted in zip(tenants, batched, strict=True):
+        assert emitted[-1] == [], "an adapter id stored by an earlier batch is still a re-send"
+        assert [[_shape(e) for e in out] for out in emitted] == [[_shape(e) for e in out] for out in plain]
+        assert await stored(app_pool, tenant) == await stored(app_pool, plain_tenant)
 
 
 async def test_an_incognito_message_in_a_batch_leaves_no_row_at_all(app_pool: Pool) -> None:

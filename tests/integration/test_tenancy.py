@@ -1,5 +1,7 @@
 """Tenant isolation in the database: row-level security as seen by the service role `cairn_app`, the
-role's lack of any way around it, idempotent migrations, and the one cross-tenant door (API keys)."""
+role's lack of any way around it, idempotent migrations, and the cross-tenant doors: API keys, and the
+projection role `cairn_projector`, which may open a transaction over a set of tenants on the tables
+projections write (and only there, and only that role)."""
 
 import asyncio
 import uuid
@@ -12,7 +14,7 @@ from cairn.ingest.domain import new_api_key
 from cairn.local import LocalStack
 from cairn.platform.auth import ApiKeys, hash_key
 from cairn.platform.migrations import apply_migrations, available_migrations
-from cairn.platform.postgres import tenant_transaction
+from cairn.platform.postgres import is_projector, tenant_transaction, tenants_transaction
 
 pytestmark = pytest.mark.integration
 
@@ -30,6 +32,11 @@ SELECT n.nspname || '.' || c.relname AS name, c.relrowsecurity, c.relforcerowsec
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'p') AND n.nspname IN ('cairn', 'ingest', 'session', 'indexer', 'consolidation')
   AND EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'tenant_id' AND NOT a.attisdropped)
+ORDER BY name
+"""
+BATCH_POLICIES = """
+SELECT schemaname || '.' || tablename AS name, roles::text[] AS roles FROM pg_policies
+WHERE policyname = 'tenant_batch' AND schemaname IN ('cairn', 'ingest', 'session', 'indexer', 'consolidation')
 ORDER BY name
 """
 LEDGER = "SELECT version, name, applied_at FROM cairn.schema_migrations ORDER BY version"
@@ -182,3 +189,48 @@ async def test_the_service_role_cannot_write_keys_directly(app_pool: Pool) -> No
                 hash_key("ck_x"),
                 uuid.UUID(tenant),
             )
+
+
+async def test_a_tenant_set_admits_those_tenants_for_the_projector_role_only(
+    app_pool: Pool, projector_pool: Pool
+) -> None:
+    a, b, c = (str(uuid.uuid4()) for _ in range(3))
+    for tenant, key in ((a, "agent:main:a"), (b, "agent:main:b"), (c, "agent:main:c")):
+        await add_session(app_pool, tenant, key)
+
+    assert await is_projector(projector_pool)
+    async with tenants_transaction(projector_pool, [a, b]) as conn:
+        assert [r["session_key"] for r in await conn.fetch(SESSION_KEYS)] == ["agent:main:a", "agent:main:b"]
+    with pytest.raises(asyncpg.InsufficientPrivilegeError, match="row-level security"):
+        async with tenants_transaction(projector_pool, [a, b]) as conn:
+            await conn.execute(INSERT_SESSION, uuid.UUID(c), "agent:main:other", uuid.uuid4())
+    # the projector's single-tenant transactions are as narrow as anyone's
+    assert await visible_keys(projector_pool, a) == ["agent:main:a"]
+
+    # The HTTP-facing role ignores a tenant set altogether: it sees nothing and may write nothing.
+    assert not await is_projector(app_pool)
+    async with tenants_transaction(app_pool, [a, b]) as conn:
+        assert await conn.fetch(SESSION_KEYS) == []
+    with pytest.raises(asyncpg.InsufficientPrivilegeError, match="row-level security"):
+        async with tenants_transaction(app_pool, [a, b]) as conn:
+            await conn.execute(INSERT_SESSION, uuid.UUID(a), "agent:main:other", uuid.uuid4())
+    # and with its own tenant set beside a stray set, it still sees only its own tenant
+    async with tenant_transaction(app_pool, a) as conn:
+        await conn.execute("SELECT set_config('cairn.tenant_ids', $1, true)", f"{a},{b},{c}")
+        assert [r["session_key"] for r in await conn.fetch(SESSION_KEYS)] == ["agent:main:a"]
+
+
+async def test_the_projector_role_crosses_tenants_only_on_the_tables_projections_write(admin: Admin) -> None:
+    role = await admin.fetchrow(
+        "SELECT rolsuper, rolbypassrls, rolcreaterole, rolcreatedb FROM pg_roles WHERE rolname = 'cairn_projector'"
+    )
+    assert role is not None
+    assert dict(role) == {"rolsuper": False, "rolbypassrls": False, "rolcreaterole": False, "rolcreatedb": False}
+    assert await admin.fetchval("SELECT count(*) FROM pg_class WHERE relowner = 'cairn_projector'::regrole") == 0
+    assert not await admin.fetchval("SELECT pg_has_role('cairn_app', 'cairn_projector', 'USAGE')")
+    policies = {r["name"]: r["roles"] for r in await admin.fetch(BATCH_POLICIES)}
+    assert sorted(policies) == [
+        "cairn.outbox", "cairn.processed_events", "indexer.messages", "indexer.progress", "session.agent_settings",
+        "session.entries", "session.key_sessions", "session.sessions",
+    ]  # fmt: skip
+    assert set(map(tuple, policies.values())) == {("cairn_projector",)}

@@ -7,10 +7,12 @@ record and only re-publishes its outbox (JetStream drops the duplicates by messa
 messages, events a handler calls poison, and messages that keep failing go to the dead-letter stream
 with the error.
 
-A fetched batch is applied per tenant, each tenant's events in stream order in one transaction, set-based:
-one statement records every event as processed, one stores every outbox row, and the handlers may buffer
-their own writes in a `Unit` that writes them all just before the commit. When such a group fails, its
-events are retried one by one so that only the failing event is retried and, in the end, dead-lettered.
+A fetched batch is applied set-based in one transaction: one statement records every event as processed,
+one stores every outbox row, and the handlers may buffer their own writes in a `Unit` that writes them all
+just before the commit. Handlers that name every row's tenant (`across_tenants`) get the whole batch in one
+transaction when the pool logs in as cairn_projector (`tenants_transaction`); all others get one transaction
+per tenant, each tenant's events in stream order. When a batch fails it is retried per tenant, and a tenant's
+group one event at a time, so that only the failing event is retried and, in the end, dead-lettered.
 """
 
 import asyncio
@@ -26,7 +28,7 @@ from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
 from cairn.events import Event, decode_event, event_adapter
-from cairn.platform.postgres import tenant_transaction
+from cairn.platform.postgres import is_projector, tenant_transaction, tenants_transaction
 from cairn.platform.publisher import EventPublisher, Outgoing
 from cairn.platform.pull import Delivery, PullConsumer, give_back
 from cairn.platform.settings import NatsSettings
@@ -42,14 +44,14 @@ Handler = Callable[[Connection, Any, Delivery], Awaitable[Sequence[Event]]]
 # Duplicates inside one statement are fine with DO NOTHING: RETURNING lists each new event id once.
 MARK_PROCESSED = """
 INSERT INTO cairn.processed_events (consumer, event_id, tenant_id)
-SELECT $1, event_id, $3 FROM unnest($2::uuid[]) AS event_id
+SELECT $1, event_id, tenant_id FROM unnest($2::uuid[], $3::uuid[]) AS e(event_id, tenant_id)
 ON CONFLICT DO NOTHING
 RETURNING event_id
 """
 SAVE_OUTBOX = """
 INSERT INTO cairn.outbox (consumer, causation_id, seq, tenant_id, event)
-SELECT $1, causation_id, seq, $2, event::jsonb
-FROM unnest($3::uuid[], $4::int[], $5::text[]) AS o(causation_id, seq, event)
+SELECT $1, causation_id, seq, tenant_id, event::jsonb
+FROM unnest($2::uuid[], $3::int[], $4::uuid[], $5::text[]) AS o(causation_id, seq, tenant_id, event)
 """
 LOAD_OUTBOX = """
 SELECT causation_id, event FROM cairn.outbox WHERE consumer = $1 AND causation_id = ANY($2::uuid[])
@@ -67,7 +69,10 @@ class Unit(Protocol):
 
 
 class BatchHandlers(Protocol):
-    """What a projection applies: which events it handles, and a unit of work over a tenant's events."""
+    """What a projection applies: which events it handles, and a unit of work over a tenant's events, or over
+    several tenants' events (in stream order) when `across_tenants` says every statement names its rows' tenant."""
+
+    across_tenants: bool
 
     def handles(self, event: Event) -> bool: ...
 
@@ -75,7 +80,9 @@ class BatchHandlers(Protocol):
 
 
 class PerEvent:
-    """Plain handlers, one per event type, each writing as it goes."""
+    """Plain handlers, one per event type, each writing as it goes (one tenant per transaction)."""
+
+    across_tenants = False
 
     def __init__(self, handlers: Mapping[type, Handler]) -> None:
         self._handlers = handlers
@@ -124,15 +131,25 @@ class Projection(PullConsumer):
         super().__init__(consumer, stream, publisher.js, settings, filter_subject)
         self._handlers = PerEvent(handlers) if isinstance(handlers, Mapping) else handlers
         self._pool, self._publisher = pool, publisher
+        self._across: bool | None = None
 
     async def process_batch(self, messages: Sequence[Msg]) -> None:
-        """Per tenant, in stream order: events of one session must be applied in order, so when an event has
+        """In stream order per tenant: events of one session must be applied in order, so when an event has
         to be retried, the rest of the batch goes back with it instead of overtaking it. Tenants are
         independent, so each tenant's events form one group wherever they sit in the batch."""
+        work = [item for raw in messages if (item := await self._decode(raw)) is not None]
+        if len(work) > 1 and await self._across_tenants():
+            try:
+                await self._publisher.publish_outgoing(await self._apply(work))
+            except Exception:  # the batch rolled back: apply it per tenant, and a failing tenant event by event
+                log.warning("%s applies a batch of %d per tenant after a failure", self.consumer, len(work))
+            else:
+                for item in work:
+                    await item.raw.ack()
+                return
         groups: dict[str, list[_Work]] = {}
-        for raw in messages:
-            if (item := await self._decode(raw)) is not None:
-                groups.setdefault(item.event.tenant_id, []).append(item)
+        for item in work:
+            groups.setdefault(item.event.tenant_id, []).append(item)
         ordered = list(groups.values())
         for index, group in enumerate(ordered):
             if not await self._apply_group(group):
@@ -141,6 +158,12 @@ class Projection(PullConsumer):
                 # fetching before the retries are due would hand out newer events first
                 await asyncio.sleep(delay)
                 return
+
+    async def _across_tenants(self) -> bool:
+        """Whether batches go in one transaction: handlers that allow it, on a pool whose role may (asked once)."""
+        if self._across is None:
+            self._across = self._handlers.across_tenants and await is_projector(self._pool)
+        return self._across
 
     async def _decode(self, raw: Msg) -> _Work | None:
         delivery = Delivery.of(raw)
@@ -171,16 +194,17 @@ class Projection(PullConsumer):
         return True
 
     async def _apply(self, group: Sequence[_Work]) -> list[Outgoing]:
-        """Apply one tenant's events in one transaction; returns what to publish, in stream order."""
-        tenant, ids = group[0].event.tenant_id, [item.event.event_id for item in group]
-        async with tenant_transaction(self._pool, tenant) as conn:
-            new = {str(row["event_id"]) for row in await conn.fetch(MARK_PROCESSED, self.consumer, ids, tenant)}
+        """Apply events in one transaction; returns what to publish, in stream order."""
+        ids = [item.event.event_id for item in group]
+        async with self._transaction(group) as conn:
+            tenants = [item.event.tenant_id for item in group]
+            new = {str(row["event_id"]) for row in await conn.fetch(MARK_PROCESSED, self.consumer, ids, tenants)}
             first: dict[str, _Work] = {}
             for item in group:
                 if item.event.event_id in new:
                     first.setdefault(item.event.event_id, item)
             emitted = await self._handle(conn, list(first.values()))
-            await self._save_outbox(conn, tenant, emitted)
+            await self._save_outbox(conn, first, emitted)
             stored = await self._load_outbox(conn, [i for i in ids if i not in new])
         outgoing: list[Outgoing] = []
         for item in group:
@@ -193,6 +217,12 @@ class Projection(PullConsumer):
             with self._span(item):
                 outgoing += [Outgoing(event, self._publisher.trace_headers()) for event in again]
         return outgoing
+
+    def _transaction(self, group: Sequence[_Work]) -> Any:
+        tenants = {item.event.tenant_id for item in group}
+        if len(tenants) == 1:
+            return tenant_transaction(self._pool, tenants.pop())
+        return tenants_transaction(self._pool, tenants)
 
     async def _handle(self, conn: Connection, items: Sequence[_Work]) -> dict[str, list[Outgoing]]:
         """Run the handlers over the new events; each emitted event carries the trace context of its cause."""
@@ -211,12 +241,14 @@ class Projection(PullConsumer):
             f"{self.consumer} {item.event.type}", context=context, kind=SpanKind.CONSUMER
         )
 
-    async def _save_outbox(self, conn: Connection, tenant: str, emitted: Mapping[str, list[Outgoing]]) -> None:
-        rows = [(cause, seq, event_adapter.dump_json(o.event).decode())
+    async def _save_outbox(
+        self, conn: Connection, causes: Mapping[str, _Work], emitted: Mapping[str, list[Outgoing]]
+    ) -> None:
+        """Each event stored as the bytes that will be published (encoded once)."""
+        rows = [(cause, seq, causes[cause].event.tenant_id, o.data.decode())
                 for cause, outs in emitted.items() for seq, o in enumerate(outs)]  # fmt: skip
         if rows:
-            causes, seqs, events = (list(column) for column in zip(*rows, strict=True))
-            await conn.execute(SAVE_OUTBOX, self.consumer, tenant, causes, seqs, events)
+            await conn.execute(SAVE_OUTBOX, self.consumer, *(list(column) for column in zip(*rows, strict=True)))
 
     async def _load_outbox(self, conn: Connection, causes: Sequence[str]) -> dict[str, list[Event]]:
         stored: dict[str, list[Event]] = {}

@@ -20,6 +20,8 @@ CREATE TABLE IF NOT EXISTS cairn.schema_migrations (
 LOCK = "SELECT pg_advisory_xact_lock(7245019)"
 APPLIED = "SELECT version FROM cairn.schema_migrations"
 RECORD = "INSERT INTO cairn.schema_migrations (version, name) VALUES ($1, $2)"
+# The roles services log in as (projections as cairn_projector), all with the one app password.
+SERVICE_ROLES = ("cairn_app", "cairn_projector")
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,8 @@ async def apply_migrations(admin_url: str, app_password: str | None = None) -> l
             if app_password is not None:
                 # ALTER ROLE takes no bind parameters; quote_literal keeps the password a literal.
                 quoted = await conn.fetchval("SELECT quote_literal($1::text)", app_password)
-                await conn.execute(f"ALTER ROLE cairn_app PASSWORD {quoted}")
+                for role in SERVICE_ROLES:
+                    await conn.execute(f"ALTER ROLE {role} PASSWORD {quoted}")
         return applied
     finally:
         await conn.close()

@@ -1,12 +1,14 @@
 """Postgres access: one pool per service, every unit of work inside a tenant-scoped transaction.
 
 Row-level security reads the tenant from the transaction-local setting `cairn.tenant_id`, so a query
-that forgets its tenant filter still sees only that tenant's rows.
+that forgets its tenant filter still sees only that tenant's rows. Projections, logged in as
+`cairn_projector`, may instead open a transaction over a set of tenants (`cairn.tenant_ids`, migration 0025)
+to apply a whole fetched batch at once; their statements name each row's tenant.
 """
 
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from contextlib import asynccontextmanager
 
 import asyncpg
@@ -15,6 +17,9 @@ from cairn.platform.settings import PostgresSettings
 
 # One round trip opens the transaction and sets its tenant (a UUID literal, so it cannot carry SQL).
 BEGIN_FOR_TENANT = "BEGIN; SELECT set_config('cairn.tenant_id', '{tenant}', true)"
+BEGIN_FOR_TENANTS = "BEGIN; SELECT set_config('cairn.tenant_ids', '{tenants}', true)"
+# Whether this pool's role may open transactions over several tenants.
+IS_PROJECTOR = "SELECT pg_has_role(current_user, 'cairn_projector', 'USAGE')"
 
 Pool = asyncpg.Pool
 
@@ -40,7 +45,30 @@ async def tenant_transaction(
     pool: "asyncpg.Pool[asyncpg.Record]", tenant_id: str
 ) -> AsyncIterator["asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"]:
     """A transaction in which row-level security admits only `tenant_id`'s rows."""
-    begin = BEGIN_FOR_TENANT.format(tenant=uuid.UUID(tenant_id))
+    async with _transaction(pool, BEGIN_FOR_TENANT.format(tenant=uuid.UUID(tenant_id))) as conn:
+        yield conn
+
+
+@asynccontextmanager
+async def tenants_transaction(
+    pool: "asyncpg.Pool[asyncpg.Record]", tenant_ids: Collection[str]
+) -> AsyncIterator["asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"]:
+    """A transaction in which row-level security admits the rows of these tenants, on the tables a projection
+    writes, for a pool logged in as cairn_projector (`is_projector`); any other role sees none of them."""
+    tenants = ",".join(str(uuid.UUID(t)) for t in sorted(set(tenant_ids)))
+    async with _transaction(pool, BEGIN_FOR_TENANTS.format(tenants=tenants)) as conn:
+        yield conn
+
+
+async def is_projector(pool: "asyncpg.Pool[asyncpg.Record]") -> bool:
+    async with pool.acquire() as conn:
+        return bool(await conn.fetchval(IS_PROJECTOR))
+
+
+@asynccontextmanager
+async def _transaction(
+    pool: "asyncpg.Pool[asyncpg.Record]", begin: str
+) -> AsyncIterator["asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"]:
     async with pool.acquire() as conn:
         await conn.execute(begin)
         try:

@@ -4,6 +4,7 @@ idempotency key), so a re-publish is deduplicated; trace context travels in the 
 import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from nats.js import JetStreamContext
 from opentelemetry import propagate
@@ -17,6 +18,11 @@ class Outgoing:
 
     event: Event
     headers: dict[str, str]
+
+    @cached_property
+    def data(self) -> bytes:
+        """The event as published (and as a projection's outbox stores it): encoded once."""
+        return encode_event(self.event)
 
 
 @dataclass(frozen=True)
@@ -66,7 +72,7 @@ class EventPublisher:
         """Publish in order, each event with its own trace context, then wait for every ack."""
         futures = [
             await self.js.publish_async(
-                subject_for(o.event), encode_event(o.event), stream=stream_for(o.event),
+                subject_for(o.event), o.data, stream=stream_for(o.event),
                 headers={**o.headers, "Nats-Msg-Id": o.event.event_id},
             )
             for o in outgoing

@@ -119,14 +119,17 @@ def create_service_app(
     routers: Sequence[APIRouter] = (),
     wire: Wiring | None = None,
     description: str = "",
+    projector: bool = False,
 ) -> FastAPI:
-    """Build a service's ASGI app; nothing connects until the lifespan starts."""
+    """Build a service's ASGI app; nothing connects until the lifespan starts. A `projector` service (no
+    tenant-facing HTTP) logs in to Postgres as cairn_projector, so its projections may apply a fetched batch
+    of many tenants in one transaction (migration 0025)."""
     setup_logging(name, settings.telemetry)
     tracer_provider = setup_tracing(name)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        pool = await create_pool(settings.postgres)
+        pool = await create_pool(settings.postgres.projector() if projector else settings.postgres)
         broker = NatsBroker(
             settings.nats.url,
             name=f"cairn-{name}",

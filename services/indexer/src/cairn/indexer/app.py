@@ -44,6 +44,7 @@ def create_app(settings: IndexerSettings) -> FastAPI:
         settings,
         wire=wire,
         description="Search projections of transcripts and the memory index; health only over HTTP.",
+        projector=True,
     )
 
 

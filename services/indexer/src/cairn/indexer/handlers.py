@@ -1,8 +1,8 @@
 """The indexer's projection: what each event means for the search tables, applied per batch.
 
 Each event becomes its row (a searchable message's full-text row, `store.message_row`) and its
-read-your-writes position in memory; `complete` writes a tenant's rows in one statement and its
-positions in one more.
+read-your-writes position in memory; `complete` writes the batch's rows in one statement and its
+positions in one more, whatever the number of tenants (each row names its tenant: `across_tenants`).
 """
 
 from collections.abc import Sequence
@@ -20,27 +20,30 @@ POSITIONED = frozenset({TranscriptAppended, ResetBoundary, SessionCreated, Sessi
 
 
 class IndexerProjection:
+    across_tenants = True
+
     def handles(self, event: Event) -> bool:
         return type(event) in POSITIONED
 
     def begin(self, conn: Connection, events: Sequence[Event]) -> Unit:
-        return _Batch(conn, events[0].tenant_id if events else "")
+        return _Batch(conn)
 
 
 class _Batch:
-    def __init__(self, conn: Connection, tenant: str) -> None:
-        self._conn, self._tenant = conn, tenant
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
         self._rows: list[tuple[Any, ...]] = []
-        self._reached: dict[str, int] = {}  # agent → highest ingest position applied
+        self._reached: dict[tuple[str, str], int] = {}  # (tenant, agent) → highest ingest position applied
 
     async def handle(self, event: Event, delivery: Delivery) -> Sequence[Event]:
         if isinstance(event, TranscriptAppended) and store.is_searchable(event):
             self._rows.append(store.message_row(event))
         seq = cast(Positioned, event).ingest_seq  # `handles` admits nothing else
         if seq is not None:
-            self._reached[event.agent_id] = max(seq, self._reached.get(event.agent_id, seq))
+            agent = (event.tenant_id, event.agent_id)
+            self._reached[agent] = max(seq, self._reached.get(agent, seq))
         return []
 
     async def complete(self) -> None:
         await store.insert_messages(self._conn, self._rows)
-        await store.advance(self._conn, self._tenant, self._reached)
+        await store.advance(self._conn, self._reached)

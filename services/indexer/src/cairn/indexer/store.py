@@ -33,7 +33,7 @@ ON CONFLICT (tenant_id, message_id) DO NOTHING
 """
 ADVANCE = """
 INSERT INTO indexer.progress (tenant_id, agent_id, ingest_seq)
-SELECT $1, agent_id, ingest_seq FROM unnest($2::text[], $3::bigint[]) AS p(agent_id, ingest_seq)
+SELECT * FROM unnest($1::uuid[], $2::text[], $3::bigint[]) AS p(tenant_id, agent_id, ingest_seq)
 ON CONFLICT (tenant_id, agent_id) DO UPDATE
     SET ingest_seq = greatest(indexer.progress.ingest_seq, excluded.ingest_seq), updated_at = now()
 """
@@ -65,12 +65,13 @@ def message_row(event: TranscriptAppended) -> tuple[Any, ...]:
 
 
 async def insert_messages(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
-    """Rows from `message_row`, all of one tenant; a message indexed before is left as it is."""
+    """Rows from `message_row`, of any tenants of the transaction; a message indexed before is left as it is."""
     if rows:
         await conn.execute(INSERT_MESSAGES, *(list(column) for column in zip(*rows, strict=True)))
 
 
-async def advance(conn: Connection, tenant: str, reached: Mapping[str, int]) -> None:
-    """Record that everything of each agent up to its ingest position is searchable (read-your-writes)."""
+async def advance(conn: Connection, reached: Mapping[tuple[str, str], int]) -> None:
+    """Record that everything of each (tenant, agent) up to its ingest position is searchable (read-your-writes)."""
     if reached:
-        await conn.execute(ADVANCE, uuid.UUID(tenant), list(reached), list(reached.values()))
+        tenants, agents = [uuid.UUID(t) for t, _ in reached], [a for _, a in reached]
+        await conn.execute(ADVANCE, tenants, agents, list(reached.values()))

@@ -33,7 +33,11 @@ def create_app(settings: SessionSettings) -> FastAPI:
         return [PartitionedConsumers(leases, INGEST_STREAM, partition), sweeper]
 
     return create_service_app(
-        "session", settings, wire=wire, description="Owns sessions and transcripts; health only over HTTP."
+        "session",
+        settings,
+        wire=wire,
+        description="Owns sessions and transcripts; health only over HTTP.",
+        projector=True,
     )
 
 

@@ -1,4 +1,5 @@
-"""The `Transcripts` port for a batch of events in one transaction, set-based.
+"""The `Transcripts` port for a batch of events in one transaction, set-based, over one tenant or several
+(every statement names each row's tenant; see `tenants_transaction`).
 
 `prefetch` creates, locks and loads every session a run of messages touches, and looks up their adapter
 ids, in four statements; `append` then allocates positions from the locked rows in memory and buffers the
@@ -26,37 +27,35 @@ from cairn.session.store import (
 
 CREATE_SESSIONS = """
 INSERT INTO session.sessions (tenant_id, agent_id, session_key, session_id, chat_type, channel)
-SELECT $1, agent_id, session_key, session_id, chat_type, channel
-FROM unnest($2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[])
-    AS k(agent_id, session_key, session_id, chat_type, channel)
+SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[])
+    AS k(tenant_id, agent_id, session_key, session_id, chat_type, channel)
 ON CONFLICT (tenant_id, agent_id, session_key) DO NOTHING
-RETURNING agent_id, session_key, session_id
+RETURNING tenant_id, agent_id, session_key, session_id
 """
 REMEMBER_IDS = """
 INSERT INTO session.key_sessions (tenant_id, agent_id, session_key, session_id)
-SELECT $1, agent_id, session_key, session_id FROM unnest($2::text[], $3::text[], $4::uuid[])
-    AS k(agent_id, session_key, session_id)
+SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[]) AS k(tenant_id, agent_id, session_key, session_id)
 ON CONFLICT DO NOTHING
 """
 # Locked in key order, so two writers that ever meet (a partition changing hands) cannot deadlock.
 LOCK_SESSIONS = f"""
-SELECT s.agent_id, {LOCK_COLUMNS}
+SELECT s.tenant_id, s.agent_id, {LOCK_COLUMNS}
 FROM session.sessions s
-JOIN unnest($2::text[], $3::text[]) AS k(agent_id, session_key) USING (agent_id, session_key)
+JOIN unnest($1::uuid[], $2::text[], $3::text[]) AS k(tenant_id, agent_id, session_key)
+    USING (tenant_id, agent_id, session_key)
 LEFT JOIN session.agent_settings a ON a.tenant_id = s.tenant_id AND a.agent_id = s.agent_id
-WHERE s.tenant_id = $1
-ORDER BY s.agent_id, s.session_key
+ORDER BY s.tenant_id, s.agent_id, s.session_key
 FOR UPDATE OF s
 """
 FIND_EXTERNALS = """
-SELECT channel, external_id FROM session.entries
-WHERE tenant_id = $1 AND (channel, external_id) IN (SELECT * FROM unnest($2::text[], $3::text[]))
+SELECT tenant_id, channel, external_id FROM session.entries
+WHERE (tenant_id, channel, external_id) IN (SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[]))
   AND external_id IS NOT NULL
 """
 INSERT_ENTRIES = """
 INSERT INTO session.entries (tenant_id, session_id, position, kind, message_id, channel, external_id, role, text,
     sender_name, peer_id, reset_index, token_estimate, occurred_at, recorded_at, ingest_seq)
-SELECT $1, * FROM unnest($2::uuid[], $3::int[], $4::text[], $5::uuid[], $6::text[], $7::text[], $8::text[],
+SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::uuid[], $6::text[], $7::text[], $8::text[],
     $9::text[], $10::text[], $11::text[], $12::int[], $13::int[], $14::timestamptz[], $15::timestamptz[],
     $16::bigint[])
 """
@@ -66,10 +65,11 @@ UPDATE session.sessions s SET last_position = u.last_position, reset_index = u.r
     window_tokens = u.window_tokens, window_bytes = u.window_bytes, compaction_flagged = u.compaction_flagged,
     last_activity_at = u.last_activity_at, message_count = s.message_count + u.messages,
     status = CASE WHEN u.messages > 0 THEN 'active' ELSE s.status END, updated_at = now()
-FROM unnest($2::uuid[], $3::int[], $4::int[], $5::bigint[], $6::bigint[], $7::bool[], $8::timestamptz[], $9::int[])
-    AS u(session_id, last_position, reset_index, window_tokens, window_bytes, compaction_flagged, last_activity_at,
-         messages)
-WHERE s.tenant_id = $1 AND s.session_id = u.session_id
+FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::int[], $5::bigint[], $6::bigint[], $7::bool[],
+    $8::timestamptz[], $9::int[])
+    AS u(tenant_id, session_id, last_position, reset_index, window_tokens, window_bytes, compaction_flagged,
+         last_activity_at, messages)
+WHERE s.tenant_id = u.tenant_id AND s.session_id = u.session_id
 """
 
 
@@ -77,6 +77,7 @@ WHERE s.tenant_id = $1 AND s.session_id = u.session_id
 class Opening:
     """A session a message is about to open: created with these values when the key has none."""
 
+    tenant: str
     agent: str
     key: str
     chat_type: str
@@ -87,49 +88,58 @@ class BatchedTranscripts:
     def __init__(self, conn: Any) -> None:
         self._conn, self._db = conn, PostgresTranscripts(conn)
         self._rows: dict[str, SessionRow] = {}  # by session id: the locked row as this batch has left it
-        self._keys: dict[tuple[str, str], str] = {}  # (agent, key) → session id
+        self._tenants: dict[str, uuid.UUID] = {}  # session id → its tenant
+        self._keys: dict[tuple[str, str, str], str] = {}  # (tenant, agent, key) → session id
         self._new: set[str] = set()  # created by a prefetch; the first opening reports it
-        self._seen: dict[tuple[str, str], bool] = {}  # (channel, external id) → stored?
+        self._seen: dict[tuple[str, str, str], bool] = {}  # (tenant, channel, external id) → stored?
         self._entries: list[tuple[Any, ...]] = []
         self._messages: dict[str, int] = {}  # touched session ids → messages appended
 
-    async def prefetch(self, tenant: str, openings: list[Opening], external_ids: list[tuple[str, str]]) -> None:
-        """Create, lock and load the sessions these messages open; learn which adapter ids are stored."""
-        todo = {(o.agent, o.key): o for o in openings if (o.agent, o.key) not in self._keys}
+    async def prefetch(self, openings: list[Opening], external_ids: list[tuple[str, str, str]]) -> None:
+        """Create, lock and load the sessions these messages open (of any tenant of the transaction); learn
+        which adapter ids `(tenant, channel, external id)` are stored."""
+        todo = {(o.tenant, o.agent, o.key): o for o in openings if (o.tenant, o.agent, o.key) not in self._keys}
         if todo:
-            await self._open_many(tenant, list(todo.values()))
-        pairs = list(dict.fromkeys(p for p in external_ids if p not in self._seen))
-        if pairs:
-            found = await self._conn.fetch(FIND_EXTERNALS, tenant, [p[0] for p in pairs], [p[1] for p in pairs])
-            self._seen.update(dict.fromkeys(pairs, False))
-            self._seen.update(dict.fromkeys(((r["channel"], r["external_id"]) for r in found), True))
+            await self._open_many(list(todo.values()))
+        triples = list(dict.fromkeys(p for p in external_ids if p not in self._seen))
+        if triples:
+            tenants, channels, ids = ([t[i] for t in triples] for i in range(3))
+            found = await self._conn.fetch(FIND_EXTERNALS, [uuid.UUID(t) for t in tenants], channels, ids)
+            self._seen.update(dict.fromkeys(triples, False))
+            self._seen.update(
+                dict.fromkeys(((str(r["tenant_id"]), r["channel"], r["external_id"]) for r in found), True)
+            )
 
-    async def _open_many(self, tenant: str, openings: list[Opening]) -> None:
-        agents, keys = [o.agent for o in openings], [o.key for o in openings]
+    async def _open_many(self, openings: list[Opening]) -> None:
+        tenants, agents, keys = (
+            [uuid.UUID(o.tenant) for o in openings],
+            [o.agent for o in openings],
+            [o.key for o in openings],
+        )
         new_ids = [uuid.uuid4() for _ in openings]
         created = await self._conn.fetch(
-            CREATE_SESSIONS, tenant, agents, keys, new_ids, [o.chat_type for o in openings],
+            CREATE_SESSIONS, tenants, agents, keys, new_ids, [o.chat_type for o in openings],
             [o.channel for o in openings],
         )  # fmt: skip
         if created:
             await self._conn.execute(
-                REMEMBER_IDS, tenant, [r["agent_id"] for r in created], [r["session_key"] for r in created],
-                [r["session_id"] for r in created],
-            )  # fmt: skip
+                REMEMBER_IDS, *([r[c] for r in created] for c in ("tenant_id", "agent_id", "session_key", "session_id"))
+            )
         self._new |= {str(r["session_id"]) for r in created}
-        for row in await self._conn.fetch(LOCK_SESSIONS, tenant, agents, keys):
-            self._keep((row["agent_id"], row["session_key"]), session_row(row, created=False))
+        for row in await self._conn.fetch(LOCK_SESSIONS, tenants, agents, keys):
+            self._keep((str(row["tenant_id"]), row["agent_id"], row["session_key"]), session_row(row, created=False))
 
-    def _keep(self, key: tuple[str, str], row: SessionRow) -> SessionRow:
+    def _keep(self, key: tuple[str, str, str], row: SessionRow) -> SessionRow:
         """Remember a locked row as current; handed out as `created` only once."""
         self._keys[key], self._rows[row.session_id] = row.session_id, replace(row, created=False)
+        self._tenants[row.session_id] = uuid.UUID(key[0])
         return row
 
     async def open_session(self, tenant: str, agent: str, key: str, chat_type: str, channel: str) -> SessionRow:
-        session_id = self._keys.get((agent, key))
+        session_id = self._keys.get((tenant, agent, key))
         if session_id is None:  # not prefetched: the plain store reads what the buffer has written
             await self.flush(tenant)
-            row = self._keep((agent, key), await self._db.open_session(tenant, agent, key, chat_type, channel))
+            row = self._keep((tenant, agent, key), await self._db.open_session(tenant, agent, key, chat_type, channel))
         else:
             row = self._rows[session_id]
         created = row.created or row.session_id in self._new
@@ -139,7 +149,7 @@ class BatchedTranscripts:
     async def has_external_id(self, tenant: str, channel: str, external_id: str | None) -> bool:
         if external_id is None:
             return False
-        known = self._seen.get((channel, external_id))
+        known = self._seen.get((tenant, channel, external_id))
         return known if known is not None else await self._db.has_external_id(tenant, channel, external_id)
 
     async def append(self, tenant: str, session: SessionRow, entry: Entry) -> tuple[int, str]:
@@ -158,11 +168,11 @@ class BatchedTranscripts:
         self._rows[session.session_id] = current
         self._messages[session.session_id] = self._messages.get(session.session_id, 0) + (entry.kind == "message")
         if entry.external_id is not None:
-            self._seen[(entry.channel, entry.external_id)] = True
+            self._seen[(tenant, entry.channel, entry.external_id)] = True
         self._entries.append((
-            uuid.UUID(session.session_id), position, entry.kind, message_id, entry.channel, entry.external_id,
-            entry.role, entry.text, entry.sender_name, entry.peer_id, current.reset_index, entry.token_estimate,
-            entry.occurred_at, entry.recorded_at, entry.ingest_seq,
+            self._tenants[session.session_id], uuid.UUID(session.session_id), position, entry.kind, message_id,
+            entry.channel, entry.external_id, entry.role, entry.text, entry.sender_name, entry.peer_id,
+            current.reset_index, entry.token_estimate, entry.occurred_at, entry.recorded_at, entry.ingest_seq,
         ))  # fmt: skip
         return position, str(message_id)
 
@@ -170,14 +180,15 @@ class BatchedTranscripts:
         self._rows[session.session_id] = replace(self._rows[session.session_id], compaction_flagged=True)
         self._messages.setdefault(session.session_id, 0)
 
-    async def flush(self, tenant: str) -> None:
-        """Write the buffered entries and the touched sessions' new state: two statements."""
+    async def flush(self, tenant: str | None = None) -> None:
+        """Write the buffered entries and the touched sessions' new state, of every tenant: two statements."""
         if self._entries:
-            await self._conn.execute(INSERT_ENTRIES, tenant, *(list(c) for c in zip(*self._entries, strict=True)))
+            await self._conn.execute(INSERT_ENTRIES, *(list(c) for c in zip(*self._entries, strict=True)))
         if self._messages:
             rows = [(self._rows[s], n) for s, n in self._messages.items()]
             await self._conn.execute(
-                UPDATE_SESSIONS, tenant, [uuid.UUID(r.session_id) for r, _ in rows],
+                UPDATE_SESSIONS, [self._tenants[r.session_id] for r, _ in rows],
+                [uuid.UUID(r.session_id) for r, _ in rows],
                 [r.last_position for r, _ in rows], [r.reset_index for r, _ in rows],
                 [r.window_tokens for r, _ in rows], [r.window_bytes for r, _ in rows],
                 [r.compaction_flagged for r, _ in rows], [r.last_activity_at for r, _ in rows], [n for _, n in rows],
@@ -191,7 +202,7 @@ class BatchedTranscripts:
 
     async def rotate(self, tenant: str, agent: str, key: str, session_id: str) -> SessionRow:
         await self._sync(tenant)
-        return self._keep((agent, key), await self._db.rotate(tenant, agent, key, session_id))
+        return self._keep((tenant, agent, key), await self._db.rotate(tenant, agent, key, session_id))
 
     async def close_compaction(self, tenant: str, session: SessionRow, first_kept_position: int) -> None:
         await self._sync(tenant)

@@ -1,8 +1,9 @@
-"""The session service's projection: its handlers over one tenant's events of a fetched batch.
+"""The session service's projection: its handlers over the events of a fetched batch, of one tenant or of
+several in one transaction (`across_tenants`).
 
 The handlers run one event at a time, as ever, against `BatchedTranscripts`: before a run of messages, one
-prefetch creates and locks every session the run touches; after the last event, one flush writes every
-entry and session. Commands and agent settings run in between on the plain store's statements.
+prefetch creates and locks every session the run touches, whatever its tenant; after the last event, one flush
+writes every entry and session. Commands and agent settings run in between on the plain store's statements.
 """
 
 from collections.abc import Sequence
@@ -20,6 +21,8 @@ HANDLED = frozenset({MessageReceived, SessionCommand, AgentConfigured})
 
 
 class SessionProjection:
+    across_tenants = True  # every statement of BatchedTranscripts and PostgresTranscripts names its tenant
+
     def __init__(self, settings: SessionSettings) -> None:
         self._handlers = SessionHandlers(settings)
 
@@ -54,10 +57,11 @@ class _Batch:
         self._prefetched = start + len(run)
         # an incognito key never gets a row, not even an empty one (the handler refuses its messages)
         messages = [e for e in run if isinstance(e, MessageReceived) and not is_incognito(e.session_key)]
-        openings = [Opening(e.agent_id, e.session_key, e.message.chat_type, e.message.channel) for e in messages]
-        adapter_ids = [(e.message.channel, e.message.message_id) for e in messages if e.message.message_id]
-        await self._store.prefetch(self._events[start].tenant_id, openings, adapter_ids)
+        openings = [
+            Opening(e.tenant_id, e.agent_id, e.session_key, e.message.chat_type, e.message.channel) for e in messages
+        ]
+        adapter_ids = [(e.tenant_id, e.message.channel, e.message.message_id) for e in messages if e.message.message_id]
+        await self._store.prefetch(openings, adapter_ids)
 
     async def complete(self) -> None:
-        if self._events:
-            await self._store.flush(self._events[0].tenant_id)
+        await self._store.flush()
