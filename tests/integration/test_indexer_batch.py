@@ -1,6 +1,7 @@
 """The indexer's batch path on real Postgres as `cairn_app` (one tenant's events) and as `cairn_projector`
 (several tenants' events in one transaction): a fetched batch becomes full-text rows in one statement and
-per-agent read-your-writes positions in one more."""
+per-agent read-your-writes positions in one more. The memory index's transcript consumer takes several
+tenants' events in one transaction as well."""
 
 import uuid
 from typing import Any, TypeAlias
@@ -10,7 +11,9 @@ import pytest
 
 from cairn.events import Event, ResetBoundary, SessionCreated, TranscriptAppended
 from cairn.indexer.handlers import IndexerProjection
-from cairn.platform.consumer import Delivery
+from cairn.indexer.memory_handlers import build_memory_handlers
+from cairn.memindex import LocalEmbedder, MemoryIndex, MemoryIndexSettings
+from cairn.platform.consumer import BatchHandlers, Delivery, PerEvent
 from cairn.platform.postgres import tenant_transaction, tenants_transaction
 from cairn.text import build_query
 
@@ -29,12 +32,12 @@ def appended(tenant: str, agent: str, position: int, text: str, role: str = "use
     )  # fmt: skip
 
 
-async def apply(pool: Pool, events: list[Event]) -> None:
+async def apply(pool: Pool, events: list[Event], handlers: BatchHandlers | None = None) -> None:
     """As the projection does: a single tenant's batch in its tenant transaction, several tenants' together."""
     tenants = {e.tenant_id for e in events}
     transaction = tenant_transaction(pool, tenants.pop()) if len(tenants) == 1 else tenants_transaction(pool, tenants)
     async with transaction as conn:
-        unit = IndexerProjection().begin(conn, events)
+        unit = (handlers or IndexerProjection()).begin(conn, events)
         for number, event in enumerate(events, start=1):
             assert await unit.handle(event, Delivery(number, 1, "cairn.test")) == []
         await unit.complete()
@@ -108,3 +111,29 @@ async def assert_indexed(app_pool: Pool, tenant: str) -> None:
     ], "tool output is not indexed; the re-published message is indexed once"
     assert [r["text"] for r in found] == ["下周二我去上海参加产品发布会"]
     assert [(r["agent_id"], r["ingest_seq"]) for r in progress] == [("helper", 13), ("main", 14)]
+
+
+async def test_the_memory_consumer_applies_several_tenants_turns_in_one_transaction(
+    app_pool: Pool, projector_pool: Pool, admin: Any
+) -> None:
+    memory = build_memory_handlers(MemoryIndex(LocalEmbedder(), MemoryIndexSettings()))  # no embedding on this path
+    tenants = [str(uuid.uuid4()) for _ in range(3)]
+    turns = [
+        [appended(t, "main", 1, "we sail to the harbour", seq=20), appended(t, "main", 2, "at nine", "assistant", 21)]
+        for t in tenants
+    ]
+    await apply(projector_pool, [e for pair in zip(*turns, strict=True) for e in pair], PerEvent(memory, True))
+    for tenant in tenants:
+        async with tenant_transaction(app_pool, tenant) as conn:
+            stored = await conn.fetch("SELECT tenant_id, position, text FROM indexer.memory_turns ORDER BY position")
+            progress = await conn.fetchval("SELECT ingest_seq FROM indexer.memory_progress WHERE agent_id = 'main'")
+            pending = await conn.fetchval("SELECT count(*) FROM indexer.memory_pending")
+        assert [(str(r["tenant_id"]), r["position"], r["text"]) for r in stored] == [
+            (tenant, 1, "we sail to the harbour"), (tenant, 2, "at nine")
+        ]  # fmt: skip
+        assert (progress, pending) == (21, 1)
+    writers = await admin.fetch(
+        "SELECT DISTINCT xmin::text FROM indexer.memory_turns WHERE tenant_id = ANY($1::uuid[])",
+        [uuid.UUID(t) for t in tenants],
+    )
+    assert len(writers) == 1, "one transaction for every tenant's turns"

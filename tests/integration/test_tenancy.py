@@ -230,7 +230,8 @@ async def test_the_projector_role_crosses_tenants_only_on_the_tables_projections
     assert not await admin.fetchval("SELECT pg_has_role('cairn_app', 'cairn_projector', 'USAGE')")
     policies = {r["name"]: r["roles"] for r in await admin.fetch(BATCH_POLICIES)}
     assert sorted(policies) == [
-        "cairn.outbox", "cairn.processed_events", "indexer.messages", "indexer.progress", "session.agent_settings",
-        "session.entries", "session.key_sessions", "session.sessions",
+        "cairn.outbox", "cairn.processed_events", "indexer.memory_pending", "indexer.memory_progress",
+        "indexer.memory_turns", "indexer.messages", "indexer.progress", "session.agent_settings", "session.entries",
+        "session.key_sessions", "session.sessions",
     ]  # fmt: skip
     assert set(map(tuple, policies.values())) == {("cairn_projector",)}

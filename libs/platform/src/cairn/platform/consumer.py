@@ -80,12 +80,11 @@ class BatchHandlers(Protocol):
 
 
 class PerEvent:
-    """Plain handlers, one per event type, each writing as it goes (one tenant per transaction)."""
+    """Plain handlers, one per event type, each writing as it goes: one tenant per transaction, unless every
+    statement of theirs names its tenant and the tables they touch admit tenant sets (`across_tenants`)."""
 
-    across_tenants = False
-
-    def __init__(self, handlers: Mapping[type, Handler]) -> None:
-        self._handlers = handlers
+    def __init__(self, handlers: Mapping[type, Handler], across_tenants: bool = False) -> None:
+        self._handlers, self.across_tenants = handlers, across_tenants
 
     def handles(self, event: Event) -> bool:
         return type(event) in self._handlers
