@@ -158,6 +158,9 @@ class Projection(PullConsumer):
                 await asyncio.sleep(delay)
                 return
 
+    def fetch_size(self) -> int:
+        return self._settings.bulk_fetch_batch if self._across else self._settings.fetch_batch
+
     async def _across_tenants(self) -> bool:
         """Whether batches go in one transaction: handlers that allow it, on a pool whose role may (asked once)."""
         if self._across is None:

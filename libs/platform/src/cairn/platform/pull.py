@@ -70,6 +70,10 @@ class PullConsumer:
     async def process_batch(self, messages: Sequence[Msg]) -> None:
         raise NotImplementedError
 
+    def fetch_size(self) -> int:
+        """At most how many messages one fetch takes."""
+        return self._settings.fetch_batch
+
     async def dead_letter(self, raw: Msg, reason: str, keep_data: bool = True) -> None:
         """Park the message, with why, in the dead-letter stream; it is never redelivered. Without
         `keep_data` only the reason and where it came from are parked (for what must never be stored)."""
@@ -125,7 +129,7 @@ class PullConsumer:
 
     async def _fetch_and_process(self, subscription: "JetStreamContext.PullSubscription") -> None:
         try:
-            messages = await subscription.fetch(self._settings.fetch_batch, timeout=2.0)
+            messages = await subscription.fetch(self.fetch_size(), timeout=2.0)
         except TimeoutError:  # nats-py raises its own subclass or asyncio's, both builtins here
             return
         try:

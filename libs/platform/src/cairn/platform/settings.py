@@ -38,6 +38,9 @@ class NatsSettings(BaseSettings):
     url: str = "nats://127.0.0.1:4222"
     max_deliver: int = Field(default=5, ge=1, description="deliveries before a message is dead-lettered")
     fetch_batch: int = Field(default=64, ge=1)
+    # Projections that apply a fetched batch in one transaction (whatever its tenants) take more at a time
+    # when there is a backlog: the round trips are per batch. Without a backlog a fetch returns what is there.
+    bulk_fetch_batch: int = Field(default=256, ge=1)
     ack_wait_s: float = Field(default=30.0, gt=0)
 
 
