@@ -229,9 +229,8 @@ async def test_the_projector_role_crosses_tenants_only_on_the_tables_projections
     assert await admin.fetchval("SELECT count(*) FROM pg_class WHERE relowner = 'cairn_projector'::regrole") == 0
     assert not await admin.fetchval("SELECT pg_has_role('cairn_app', 'cairn_projector', 'USAGE')")
     policies = {r["name"]: r["roles"] for r in await admin.fetch(BATCH_POLICIES)}
-    assert sorted(policies) == [
-        "cairn.outbox", "cairn.processed_events", "indexer.memory_pending", "indexer.memory_progress",
-        "indexer.memory_turns", "indexer.messages", "indexer.progress", "session.agent_settings", "session.entries",
-        "session.key_sessions", "session.sessions",
-    ]  # fmt: skip
+    tables = [r["name"] for r in await admin.fetch(TENANT_TABLES)]
+    projected = [t for t in tables if t.split(".")[0] in ("cairn", "session", "indexer")]
+    assert {"cairn.outbox", "session.entries", "indexer.messages", "indexer.memory_turns"} <= set(projected)
+    assert sorted(policies) == projected, "the schemas of the session and indexer services, nothing else"
     assert set(map(tuple, policies.values())) == {("cairn_projector",)}

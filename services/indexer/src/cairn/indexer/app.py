@@ -33,7 +33,7 @@ def create_app(settings: IndexerSettings) -> FastAPI:
 
         return [
             projection("indexer", SESSION_STREAM, IndexerProjection()),
-            # every transcript event of every tenant: a fetched batch in one transaction (migration 0026)
+            # every transcript event of every tenant: a fetched batch in one transaction (migration 0025)
             projection(CONSUMER, SESSION_STREAM, PerEvent(memory, across_tenants=True)),
             projection(CONSUMER, MEMORY_STREAM, memory),
             projection(CONSUMER, INGEST_STREAM, memory, AGENT_CONFIGURED),
