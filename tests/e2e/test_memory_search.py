@@ -272,3 +272,34 @@ def test_a_named_day_and_the_most_relevant_message_come_first(memory: Memory) ->
     dinner = [h for h in _session_hits(memory, "what did we have for dinner") if "m5" in h["message_ids"]]
     assert dinner[0]["message_ids"][0] == "m5"
     assert dinner[0]["cairn_message_ids"][0] in tenant.recall.get(dinner[0]["citation"]).text
+
+
+def test_messages_carry_scores_that_rank_them_across_hits(memory: Memory) -> None:
+    tenant = memory.tenant
+    said = [  # two sittings hours apart: two chunks, two hits
+        ("r1", "2026-06-05T09:00:00+00:00", "user", "Which restaurant should we book for Friday night?"),
+        ("r2", "2026-06-05T09:01:00+00:00", "assistant", "Let's try Chez Marcel, their onion soup is famous."),
+        ("r3", "2026-06-05T09:02:00+00:00", "user", "By the way, my sister visits next week."),
+        ("r4", "2026-06-05T09:03:00+00:00", "assistant", "Nice, say hello to her from me."),
+        ("o1", "2026-06-05T18:00:00+00:00", "user", "I repotted the basil on the balcony."),
+        ("o2", "2026-06-05T18:01:00+00:00", "assistant", "Basil likes plenty of sun and little water."),
+    ]
+    for message_id, at, role, text in said:
+        memory.position = tenant.say(text, message_id=message_id, occurred_at=at, role=role)["position"]
+    hits = _session_hits(memory, "which restaurant did we book for Friday", limit=10)
+    assert {m for h in hits for m in h["message_ids"]} == {"r1", "r2", "r3", "r4", "o1", "o2"}
+    scored: dict[str, float] = {}
+    for hit in hits:
+        scores = hit["message_scores"]
+        assert len(scores) == len(hit["message_ids"]) == len(hit["cairn_message_ids"])
+        assert scores == sorted(scores, reverse=True)  # most relevant first
+        assert all(0 <= s <= 1 for s in scores)
+        scored.update(zip(hit["message_ids"], scores, strict=True))
+    ranked = sorted(scored, key=lambda m: -scored[m])
+    assert ranked[:2] == ["r1", "r2"]  # the question, then its answer beside it
+    assert max(scored["o1"], scored["o2"]) < scored["r2"]
+    # documents have no messages, so no scores
+    memory.write({"memory/bank/food.md": "- Friday dinners are at Chez Marcel"})
+    documents = memory.search("restaurant on Friday", corpus="memory")
+    assert documents
+    assert documents[0]["message_scores"] == []

@@ -6,10 +6,11 @@ from datetime import date
 import numpy as np
 import pytest
 
+from cairn.cli.bench_retrieval import rank_messages
 from cairn.events import AgentConfig
 from cairn.memindex import dated_note
 from cairn.memindex.transcripts import is_remembered_session, remembers
-from cairn.recall.memory_ranking import Candidate, RankingOptions, decay, fuse, mmr
+from cairn.recall.memory_ranking import Candidate, RankingOptions, Turn, TurnWeights, bm25, decay, fuse, mmr, rank_turns
 
 
 def _c(key: str, lexical: float = 0.0, vector: float | None = None, dated: date | None = None) -> Candidate:
@@ -109,3 +110,45 @@ def test_remembering_defaults_to_on_only_for_the_shared_main_session() -> None:
     assert remembers(AgentConfig(dm_scope="per-channel-peer")) is False
     assert remembers(AgentConfig(dm_scope="per-peer", remember_across_conversations=True)) is True
     assert remembers(AgentConfig(remember_across_conversations=False)) is False
+
+
+def test_bm25_weighs_a_rare_word_above_a_common_one_and_saturates_repeats() -> None:
+    documents = [["melanie", "pottery"], ["melanie", "kids"], ["melanie", "camping"], ["melanie"] * 5]
+    scores = bm25([("melanie", 1.0), ("pottery", 1.0)], documents)
+    assert int(np.argmax(scores)) == 0  # the rare word decides
+    assert scores[3] < 2 * scores[1]  # five repeats of a common word are not five times one
+    assert bm25([("absent", 1.0)], documents).tolist() == [0.0] * 4
+    assert bm25([], documents).tolist() == [0.0] * 4
+
+
+def _t(key: str, words: str = "", cosine: float = 0.0, context: float = 0.5) -> Turn:
+    return Turn(key, words.split(), cosine, context)
+
+
+def test_a_message_is_ranked_by_its_conversation_its_words_and_its_meaning() -> None:
+    turns = [_t("words", "pottery class", 0.2), _t("meaning", "clay", 0.6), _t("neither", "kids", 0.1)]
+    scores = rank_turns(turns, [("pottery", 1.0)], adjacent=[])
+    assert scores["words"] > scores["meaning"] > scores["neither"]
+    # a better conversation lifts all of its messages
+    lifted = rank_turns([*turns[:2], _t("neither", "kids", 0.1, context=1.0)], [("pottery", 1.0)], adjacent=[])
+    assert lifted["neither"] > lifted["meaning"]
+    assert all(0 <= s <= 1 for s in [*scores.values(), *lifted.values()])
+    best = rank_turns([_t("all", "pottery", 1.0, 1.0)], [("pottery", 1.0)], adjacent=[("all", "all")])
+    assert best["all"] == pytest.approx(1.0)
+
+
+def test_the_answer_beside_a_matching_question_gains_from_its_neighbour() -> None:
+    turns = [_t("question", "what pottery did you make", 0.5), _t("answer", "a bowl", 0.2), _t("other", "a cup", 0.2)]
+    scores = rank_turns(turns, [("pottery", 1.0)], adjacent=[("question", "answer"), ("other", "unknown")])
+    assert scores["question"] > scores["answer"] > scores["other"]
+    alone = rank_turns(turns, [("pottery", 1.0)], adjacent=[], weights=TurnWeights(neighbour=0.0))
+    assert alone["answer"] == pytest.approx(alone["other"])
+
+
+def test_the_bench_ranks_messages_across_hits_by_their_own_scores() -> None:
+    hits = [
+        {"score": 0.9, "message_ids": ["a1", "a2"], "message_scores": [0.8, 0.3]},
+        {"score": 0.7, "message_ids": ["b1", "a2"], "message_scores": [0.6, 0.35]},
+        {"score": 0.5, "message_ids": ["c1", "c2"]},  # an older stack: the hit's score, in its order
+    ]
+    assert rank_messages(hits, {"b1": "doc-b1"}) == ["a1", "doc-b1", "c1", "c2", "a2"]

@@ -8,8 +8,8 @@ the ranked `doc_id`s (top 50) per question in the scorer's run format.
 Modes: `sessions` asks `POST /v1/sessions/search` (visibility `all`) in two pages of 25, the API's
 largest `limit`, using its `offset` (the order is stable, so pages never overlap); `memory` asks
 `POST /v1/memory/search` over memory and transcripts (`corpus: all`, limit 50) and maps the transcript
-entries of its hits (cairn's message ids) to doc ids through session history, which names each
-message's adapter id; `all` merges both lists by reciprocal rank.
+entries of its hits to doc ids through session history, which names each message's adapter id, ranking
+the messages of all hits by their own scores; `all` merges both lists by reciprocal rank.
 """
 
 import json
@@ -28,7 +28,6 @@ from cairn.cli.importer import to_message
 
 TOP = 50
 PAGE = 25  # the API's largest `limit`
-FIRST_PER_HIT = 4
 BATCH = 500
 MODES = ("sessions", "memory", "all")
 
@@ -148,12 +147,21 @@ def _memory_ranking(recall: httpx.Client, agent_id: str, question: str, resolve:
     if response.status_code == 422 and "limit" in response.text:
         body["limit"] = 25
         response = recall.post("/v1/memory/search", json=body)
-    per_hit = []
-    for hit in response.raise_for_status().json()["results"]:
-        per_hit.append([resolve.get(m, m) for m in hit.get("message_ids") or []])
-    # a hit lists its messages most relevant first: the best few of every hit, then the rest in hit order
-    ranked = [m for ids in per_hit for m in ids[:FIRST_PER_HIT]] + [m for ids in per_hit for m in ids[FIRST_PER_HIT:]]
-    return list(dict.fromkeys(ranked))[:TOP]
+    return rank_messages(response.raise_for_status().json()["results"], resolve)
+
+
+def rank_messages(hits: list[dict[str, Any]], resolve: dict[str, str]) -> list[str]:
+    """The messages of all hits by their own scores (`message_scores`, comparable across hits), best
+    first; a message in several hits counts at its best. Without scores (an older stack) a hit's
+    messages take its score, in the hit's order."""
+    best: dict[str, float] = {}
+    for hit in hits:
+        ids = [resolve.get(m, m) for m in hit.get("message_ids") or []]
+        scores = hit.get("message_scores") or []
+        for i, message in enumerate(ids):
+            score = scores[i] if len(scores) == len(ids) else hit["score"]
+            best[message] = max(best.get(message, score), score)
+    return sorted(best, key=lambda m: -best[m])[:TOP]
 
 
 def _fuse(*rankings: list[str], k: int = 60) -> list[str]:

@@ -45,6 +45,11 @@ class MemoryHit(BaseModel):
         "else cairn's); empty for documents"
     )
     cairn_message_ids: list[str] = Field(default_factory=list, description="the same messages by cairn's ids")
+    message_scores: list[float] = Field(
+        default_factory=list,
+        description="each message's own relevance in [0, 1], in the order of `message_ids`: comparable across the "
+        "hits of one search, so messages can be ranked across hits",
+    )
     session_key: str | None = None
     session_id: str | None = None
     occurred_at: datetime | None = None
@@ -104,6 +109,7 @@ def _to_hit(hit: Hit) -> MemoryHit:
             for i, m in enumerate(d.message_ids)
         ],
         cairn_message_ids=d.message_ids,
+        message_scores=hit.message_scores,
         session_key=d.session_key,
         session_id=d.session_id,
         occurred_at=d.occurred_at,

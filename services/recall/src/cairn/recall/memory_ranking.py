@@ -1,7 +1,9 @@
 """Pure ranking of memory search candidates: fusion of the lexical and vector sides, time decay of dated
-notes, and maximal marginal relevance (MMR) so that near-duplicates do not fill the list. No I/O."""
+notes, maximal marginal relevance (MMR) so that near-duplicates do not fill the list, and the ranking of
+the messages of remembered conversations across all hits. No I/O."""
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import date
@@ -132,3 +134,78 @@ def _similarity(a: Candidate, b: Candidate, vectors: dict[str, Vectors]) -> floa
         return float(np.dot(va, vb))
     union = a.terms | b.terms
     return len(a.terms & b.terms) / len(union) if union else 0.0
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One remembered message of the transcript candidates: its index terms (repeats kept; those of the
+    query suffice), its length (None: the number of its terms), the query's cosine with its own vector (0
+    without vectors) and `context`, the best fused score of a chunk holding it."""
+
+    key: str
+    terms: Sequence[str]
+    cosine: float
+    context: float
+    length: int | None = None
+
+
+@dataclass(frozen=True)
+class TurnWeights:
+    """How a message's score is made: its conversation's score (the chunk around it), its own words (BM25
+    over the candidate messages, scaled by the best), its own meaning, and a share of its best neighbour's
+    score (an answer follows its question). Chosen on LoCoMo turn R@10 with a coarse grid (memquality6)."""
+
+    context: float = 1.0
+    words: float = 0.3
+    meaning: float = 0.2
+    neighbour: float = 0.2
+
+
+BM25_K1, BM25_B = 1.2, 0.75
+
+
+def bm25(
+    query: Sequence[tuple[str, float]], documents: Sequence[Sequence[str]], lengths: Sequence[int] | None = None
+) -> np.ndarray:
+    """Okapi BM25 of weighted query lexemes over short documents, the documents themselves as the corpus
+    (document frequency and average length are those of this set). A document's length is its number of
+    terms unless `lengths` says otherwise (when documents hold only the query's terms)."""
+    scores = np.zeros(len(documents))
+    if not documents or not query:
+        return scores
+    counts = [Counter(terms) for terms in documents]
+    size = np.array(lengths if lengths is not None else [len(terms) for terms in documents], dtype=float)
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * size / max(float(size.mean()), 1.0))
+    for lexeme, weight in query:
+        tf = np.array([c.get(lexeme, 0) for c in counts], dtype=float)
+        df = int(np.count_nonzero(tf))
+        if df:
+            idf = math.log(1 + (len(documents) - df + 0.5) / (df + 0.5))
+            scores += weight * idf * tf * (BM25_K1 + 1) / (tf + norm)
+    return scores
+
+
+def rank_turns(
+    turns: Sequence[Turn],
+    query: Sequence[tuple[str, float]],
+    adjacent: Sequence[tuple[str, str]],
+    weights: TurnWeights = TurnWeights(),
+) -> dict[str, float]:
+    """Every message's score in [0, 1]: its conversation's score, its words and its meaning, then a share
+    of its best neighbour's (`adjacent` pairs follow each other in a conversation)."""
+    if not turns:
+        return {}
+    lengths = [len(t.terms) if t.length is None else t.length for t in turns]
+    words = bm25(query, [t.terms for t in turns], lengths)
+    words = words / (words.max() or 1.0)
+    own = {
+        t.key: weights.context * t.context + weights.words * float(words[i]) + weights.meaning * max(t.cosine, 0.0)
+        for i, t in enumerate(turns)
+    }
+    best_neighbour = dict.fromkeys(own, 0.0)
+    for a, b in adjacent:
+        if a in own and b in own:
+            best_neighbour[a] = max(best_neighbour[a], own[b])
+            best_neighbour[b] = max(best_neighbour[b], own[a])
+    top = (weights.context + weights.words + weights.meaning) * (1 + weights.neighbour)
+    return {key: (score + weights.neighbour * best_neighbour[key]) / top for key, score in own.items()}

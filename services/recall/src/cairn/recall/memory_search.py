@@ -2,12 +2,15 @@
 snippets and citations. The route only validates and serialises.
 
 A transcript chunk holds about twenty turns and its vector is their average; each remembered turn also
-has a vector of its own, so a conversation chunk is scored by its own vector and its best turn, and its
-messages are listed most relevant first.
+has a vector of its own, so a conversation chunk is scored by its own vector and its best turn. Every
+message of the transcript candidates is then scored on its own (`rank_turns`: its conversation's score,
+its words, its meaning, its neighbours), so a hit lists its messages most relevant first with their
+scores, and a caller can rank messages across hits.
 """
 
 import asyncio
 import logging
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -19,7 +22,7 @@ from cairn.memindex import Embedder
 from cairn.memindex.embeddings import RemoteEmbeddingError
 from cairn.recall.memory_dates import Day, days_named, month_days, on_day
 from cairn.recall.memory_queries import ChunkDetail, MemoryReads, Where
-from cairn.recall.memory_ranking import Candidate, RankingOptions, coverage, decay, fuse, mmr
+from cairn.recall.memory_ranking import Candidate, RankingOptions, Turn, coverage, decay, fuse, mmr, rank_turns
 from cairn.text import build_query, index_terms, query_terms, snippet
 
 log = logging.getLogger(__name__)
@@ -49,6 +52,7 @@ class Hit:
     score: float
     snippet: str
     citation: str
+    message_scores: list[float] = field(default_factory=list)  # aligned with detail.message_ids
 
 
 @dataclass
@@ -93,11 +97,13 @@ class MemorySearch:
         candidates, vectors = _candidates(details, lexical, scored)
         fused = _on_named_days(fuse(candidates, self._options), details, days)
         ranked = decay(fused, datetime.now(UTC).date(), self._options.half_life_days)
+        weighted = list(zip(parsed.lexemes, parsed.weights, strict=True)) if parsed else []
+        messages = _rank_messages(details, ranked, turn_cosine, weighted)
         if query.min_score is not None:
             ranked = [c for c in ranked if round(c.score, 6) >= query.min_score]  # as reported
         picked = mmr(ranked, vectors, query.limit, self._options.mmr_lambda)
         terms = parsed.terms if parsed else ()
-        found.hits = [self._hit(_by_relevance(details[c.key], scored), c.score, terms, query.agent) for c in picked]
+        found.hits = [self._hit(details[c.key], c.score, terms, query.agent, messages) for c in picked]
         return found
 
     async def _vector_side(
@@ -116,8 +122,10 @@ class MemorySearch:
         return vector, await self._reads.vector(where, vector.tolist(), model, pool)
 
     @staticmethod
-    def _hit(detail: ChunkDetail, score: float, terms: Sequence[str], agent: str) -> Hit:
-        return Hit(detail, round(score, 6), snippet(detail.text, terms, SNIPPET_CHARS), citation(detail, agent))
+    def _hit(detail: ChunkDetail, score: float, terms: Sequence[str], agent: str, messages: dict[str, float]) -> Hit:
+        detail, scores = _by_relevance(detail, messages)
+        text = snippet(detail.text, terms, SNIPPET_CHARS)
+        return Hit(detail, round(score, 6), text, citation(detail, agent), scores)
 
 
 def _candidates(
@@ -153,23 +161,77 @@ def _on_named_days(candidates: list[Candidate], details: dict[str, ChunkDetail],
     ]
 
 
-def _by_relevance(detail: ChunkDetail, scored: _Scored) -> ChunkDetail:
-    """A transcript chunk's messages, most relevant first: the turn's cosine and its share of the query's
-    words (each line of the chunk is one turn, unless a long turn was cut into pieces)."""
-    if detail.source != "sessions" or len(detail.message_ids) < 2:
-        return detail
-    lines = detail.text.split("\n")
-    words = [coverage(scored.wanted, frozenset(index_terms(line))) for line in lines]
-    if len(words) != len(detail.message_ids):
-        words = [0.0] * len(detail.message_ids)
-    relevance = [0.7 * scored.turn_cosine.get(m, 0.0) + 0.3 * words[i] for i, m in enumerate(detail.message_ids)]
-    order = sorted(range(len(relevance)), key=lambda i: -relevance[i])
+def _rank_messages(
+    details: dict[str, ChunkDetail],
+    ranked: Sequence[Candidate],
+    cosines: dict[str, float],
+    query: Sequence[tuple[str, float]],
+) -> dict[str, float]:
+    """Every message of the transcript candidates scored on its own (`rank_turns`). Its context is the best
+    score of a chunk holding it; its words are its line(s) — a long message cut into pieces has several,
+    and overlapping chunks repeat a line, counted once; its neighbours are the messages beside it."""
+    context: dict[str, float] = {}
+    lines: dict[str, dict[str, None]] = {}
+    adjacent: list[tuple[str, str]] = []
+    for candidate in ranked:
+        detail = details[candidate.key]
+        if detail.source != "sessions":
+            continue
+        texts = detail.text.split("\n")
+        aligned = len(texts) == len(detail.message_ids)
+        for i, message in enumerate(detail.message_ids):
+            context[message] = max(context.get(message, 0.0), candidate.score)
+            if aligned:
+                lines.setdefault(message, {})[texts[i]] = None
+        adjacent += zip(detail.message_ids, detail.message_ids[1:], strict=False)
+    words = _LineWords([lexeme for lexeme, _ in query])
+    turns = []
+    for message, score in context.items():
+        terms, length = words.of(list(lines.get(message, ())))
+        turns.append(Turn(message, terms, cosines.get(message, 0.0), score, length))
+    return rank_turns(turns, query, adjacent)
+
+
+class _LineWords:
+    """The query's lexemes in a transcript line, and the line's length in words, without tokenizing every
+    line: a line is tokenized only when its text contains a lexeme's first letters (a stem only changes a
+    word's ending), and the speaker label (`User (Ana): `) once per label."""
+
+    def __init__(self, lexemes: Sequence[str]) -> None:
+        self._asked = frozenset(lexemes)
+        self._needles = {lexeme[: max(3, len(lexeme) - 2)] for lexeme in lexemes}
+        self._labels: dict[str, list[str]] = {}
+
+    def of(self, lines: Sequence[str]) -> tuple[list[str], int]:
+        found: list[str] = []
+        length = 0
+        for line in lines:
+            label, sep, body = line.partition(": ")
+            if not sep:
+                label, body = "", line
+            if label not in self._labels:
+                self._labels[label] = [t for t in index_terms(label) if t in self._asked]
+            found += self._labels[label]
+            length += len(body.split()) + 1
+            folded = unicodedata.normalize("NFKC", body).lower().replace("'", "").replace("\u2019", "")
+            if any(needle in folded for needle in self._needles):
+                found += [t for t in index_terms(body) if t in self._asked]
+        return found, length
+
+
+def _by_relevance(detail: ChunkDetail, messages: dict[str, float]) -> tuple[ChunkDetail, list[float]]:
+    """A transcript chunk's messages, most relevant first, with their scores (see `_rank_messages`)."""
+    if detail.source != "sessions" or not detail.message_ids:
+        return detail, []
+    scores = [round(messages.get(m, 0.0), 6) for m in detail.message_ids]
+    order = sorted(range(len(scores)), key=lambda i: -scores[i])
     external = detail.external_ids if len(detail.external_ids) == len(detail.message_ids) else []
-    return replace(
+    reordered = replace(
         detail,
         message_ids=[detail.message_ids[i] for i in order],
         external_ids=[external[i] for i in order] if external else detail.external_ids,
     )
+    return reordered, [scores[i] for i in order]
 
 
 def citation(detail: ChunkDetail, agent: str) -> str:
