@@ -11,6 +11,8 @@ from cairn.events import AgentConfig
 from cairn.memindex import dated_note
 from cairn.memindex.transcripts import is_remembered_session, remembers
 from cairn.recall.memory_ranking import Candidate, RankingOptions, Turn, TurnWeights, bm25, decay, fuse, mmr, rank_turns
+from cairn.recall.memory_search import _LineWords
+from cairn.text import build_query, index_terms
 
 
 def _c(key: str, lexical: float = 0.0, vector: float | None = None, dated: date | None = None) -> Candidate:
@@ -152,3 +154,24 @@ def test_the_bench_ranks_messages_across_hits_by_their_own_scores() -> None:
         {"score": 0.5, "message_ids": ["c1", "c2"]},  # an older stack: the hit's score, in its order
     ]
     assert rank_messages(hits, {"b1": "doc-b1"}) == ["a1", "doc-b1", "c1", "c2", "a2"]
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["When did Caroline go to the support groups?", "ERR_CONN_RESET on deploy", "他不吃辣椒吗", "happy studies"],
+)
+def test_a_lines_query_words_are_found_as_full_tokenizing_finds_them(query: str) -> None:
+    lines = [
+        "User (Caroline): I went to an LGBTQ support group yesterday and it was so powerful.",
+        "User (Melanie): Happy for you! My studies are going well, Caroline's grandma says hi.",
+        "Assistant: The deploy failed with ERR_CONN_RESET again",
+        "User (小王): 我不吃辣椒，他也不吃",
+        "User: nothing of the sort",
+    ]
+    asked = build_query(query)
+    assert asked is not None
+    words = _LineWords(asked.lexemes)
+    for line in lines:
+        found, length = words.of([line])
+        assert sorted(found) == sorted(t for t in index_terms(line) if t in set(asked.lexemes)), line
+        assert length >= len(line.split(": ", 1)[-1].split())

@@ -14,6 +14,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import lru_cache
 from urllib.parse import quote, urlencode
 
 import numpy as np
@@ -215,8 +216,14 @@ class _LineWords:
             length += len(body.split()) + 1
             folded = unicodedata.normalize("NFKC", body).lower().replace("'", "").replace("\u2019", "")
             if any(needle in folded for needle in self._needles):
-                found += [t for t in index_terms(body) if t in self._asked]
+                found += [t for t in _terms_of(body) if t in self._asked]
         return found, length
+
+
+@lru_cache(maxsize=16384)
+def _terms_of(line: str) -> tuple[str, ...]:
+    """A transcript line's terms, cached: the recent turns of an agent are candidates of many searches."""
+    return tuple(index_terms(line))
 
 
 def _by_relevance(detail: ChunkDetail, messages: dict[str, float]) -> tuple[ChunkDetail, list[float]]:
