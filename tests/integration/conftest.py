@@ -2,7 +2,9 @@
 connection for setup and checks, and a NATS client per test; plus a bounded poll."""
 
 import asyncio
+import contextlib
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
@@ -12,6 +14,8 @@ from nats.aio.client import Client
 from pydantic import SecretStr
 
 from cairn.local import LocalStack
+from cairn.local.stack import OWNER
+from cairn.platform.migrations import apply_migrations
 from cairn.platform.nats import connect
 from cairn.platform.postgres import create_pool
 from cairn.platform.settings import PostgresSettings
@@ -59,6 +63,24 @@ async def nats_client(stack: LocalStack) -> AsyncIterator[Client]:
         yield nc
     finally:
         await nc.close()
+
+
+@contextlib.asynccontextmanager
+async def own_database(stack: LocalStack, prefix: str) -> AsyncIterator[str]:
+    """A migrated database of its own on the stack's server, for a test whose background work (or data
+    volume) must not reach the shared one; yields its name and drops it afterwards."""
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    port = stack.state.ports["postgres"]
+    stack.postgres.create_database(port, name, OWNER)
+    try:
+        await apply_migrations(f"postgresql://{OWNER}@127.0.0.1:{port}/{name}")
+        yield name
+    finally:
+        admin = await asyncpg.connect(stack.postgres_url("postgres").rsplit("/", 1)[0] + "/postgres")
+        try:
+            await admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+        finally:
+            await admin.close()
 
 
 async def eventually(check: Callable[[], Awaitable[T]], within: float = 15.0, interval: float = 0.05) -> T:

@@ -107,17 +107,25 @@ class MemoryIndex:
         ]  # fmt: skip
 
     async def reembed(self, conn: Connection, tenant: str, agent: str, batch: int) -> int:
-        """Give up to `batch` chunks of another model (or none) a vector of the configured model."""
+        """Give up to `batch` chunks, then turns, of another model (or none) a vector of the configured model;
+        returns how many got one (0: the agent's index is all of the configured model)."""
         model = self.embedder.model
         if model is None:
             return 0
         tenant_id = uuid.UUID(tenant)
         rows = await store.stale_chunks(conn, tenant_id, agent, model, batch)
-        if not rows:
-            return 0
-        vectors = await self.embedder.embed([row["text"] for row in rows])
-        await store.set_vectors(conn, tenant_id, [row["chunk_id"] for row in rows], model, vectors)
-        return len(rows)
+        if rows:
+            vectors = await self.embedder.embed([row["text"] for row in rows])
+            await store.set_vectors(conn, tenant_id, [row["chunk_id"] for row in rows], model, vectors)
+            return len(rows)
+        turns = await store.stale_turns(conn, tenant_id, agent, model, batch)
+        if turns:
+            vectors = await self.embedder.embed([render_turn(turn) for _, turn in turns])
+            for session_id in {session_id for session_id, _ in turns}:
+                mine = [i for i, (s, _) in enumerate(turns) if s == session_id]
+                positions = [turns[i][1].position for i in mine]
+                await store.set_turn_vectors(conn, tenant_id, session_id, positions, model, vectors[mine])
+        return len(turns)
 
     async def _vectors(self, conn: Connection, tenant: uuid.UUID, rows: Sequence[ChunkRow]) -> Vectors | None:
         """Vectors for `rows`: text already embedded by this model is reused, only the rest is embedded."""

@@ -36,4 +36,7 @@ class MemoryIndexSettings(BaseSettings):
     overlap_tokens: int = Field(default=80, ge=0, le=1000)
     debounce_s: float = Field(default=5.0, ge=0, le=600, description="quiet time before new turns are chunked")
     max_delay_s: float = Field(default=60.0, ge=0, description="a busy session is chunked at least this often")
-    poll_s: float = Field(default=1.0, gt=0, description="how often due sessions and re-embedding are looked for")
+    poll_s: float = Field(default=1.0, gt=0, description="how often due sessions are looked for")
+    reembed_check_s: float = Field(
+        default=30.0, gt=0, description="how often vectors of another model than the configured one are looked for"
+    )

@@ -89,6 +89,12 @@ SELECT chunk_id, content_hash, text FROM indexer.memory_chunks
 WHERE tenant_id = $1 AND agent_id = $2 AND model IS DISTINCT FROM $3
 LIMIT $4
 """
+STALE_TURNS = """
+SELECT session_id, position, reset_index, message_id::text, role, sender_name, text, occurred_at, external_id
+FROM indexer.memory_turns
+WHERE tenant_id = $1 AND agent_id = $2 AND (model < $3 OR model > $3)
+LIMIT $4
+"""
 TURNS_WITHOUT_VECTOR = """
 SELECT position FROM indexer.memory_turns
 WHERE tenant_id = $1 AND session_id = $2 AND position >= $3 AND model IS DISTINCT FROM $4
@@ -226,19 +232,7 @@ async def session_tail(conn: Connection, tenant: uuid.UUID, session_id: uuid.UUI
     """Where the session's last chunk starts, the turns from there on, and the session's key."""
     start = int(await conn.fetchval(LAST_CHUNK_START, tenant, session_id))
     rows = await conn.fetch(TURNS_FROM, tenant, session_id, start)
-    turns = [
-        Turn(
-            r["position"],
-            r["reset_index"],
-            r["message_id"],
-            r["role"],
-            r["sender_name"],
-            r["text"],
-            r["occurred_at"],
-            r["external_id"],
-        )
-        for r in rows
-    ]
+    turns = [_turn(r) for r in rows]
     return start, turns, (rows[-1]["session_key"] if rows else "")
 
 
@@ -263,6 +257,19 @@ async def agent_sessions(conn: Connection, tenant: uuid.UUID, agent: str) -> lis
 
 async def stale_chunks(conn: Connection, tenant: uuid.UUID, agent: str, model: str, limit: int) -> list[Any]:
     return list(await conn.fetch(STALE_CHUNKS, tenant, agent, model, limit))
+
+
+async def stale_turns(
+    conn: Connection, tenant: uuid.UUID, agent: str, model: str, limit: int
+) -> list[tuple[uuid.UUID, Turn]]:
+    """Turns whose vector is of another model (a turn without one is not chunked yet: it gets one then)."""
+    rows = await conn.fetch(STALE_TURNS, tenant, agent, model, limit)
+    return [(r["session_id"], _turn(r)) for r in rows]
+
+
+def _turn(r: Any) -> Turn:
+    fields = ("position", "reset_index", "message_id", "role", "sender_name", "text", "occurred_at", "external_id")
+    return Turn(*(r[f] for f in fields))
 
 
 async def set_vectors(

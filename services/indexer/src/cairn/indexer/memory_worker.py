@@ -1,8 +1,9 @@
 """Background work of the memory index, polled: sessions whose debounce ran out are chunked, and chunks
 embedded by another model than the configured one are re-embedded in batches (the search uses only
 vectors of the configured model meanwhile, so the index is never mixed). Idempotent; every replica may
-run it: a due session is claimed with SKIP LOCKED. Vectors of another model are looked for once, when the
-process starts (a changed model means a restart); new chunks always get the configured model."""
+run it: a due session is claimed with SKIP LOCKED. Vectors of another model are looked for at start and
+again every `reembed_check_s` once none are left: a replica still running the old model during a rolling
+deploy, or a restored backup, writes some later. New chunks always get the configured model."""
 
 import asyncio
 import logging
@@ -29,13 +30,16 @@ class MemoryWorker:
         self._pool, self._index = pool, index
 
     async def run(self) -> None:
-        reembedding = True
+        loop = asyncio.get_running_loop()
+        look_for_stale_at = loop.time()
         while True:
             try:
                 busy = await self.index_due_sessions()
-                if reembedding:
+                if loop.time() >= look_for_stale_at:
                     done = await self.reembed_some()
-                    reembedding, busy = done > 0, busy + done
+                    if not done:
+                        look_for_stale_at = loop.time() + self._index.settings.reembed_check_s
+                    busy += done
             except (OSError, asyncpg.PostgresError, RemoteEmbeddingError) as error:  # the next round retries
                 log.error("memory index work failed, will retry: %s", error)
                 busy = 0
@@ -62,16 +66,20 @@ class MemoryWorker:
         return 1
 
     async def reembed_some(self) -> int:
-        """One batch per agent whose vectors are of another model; returns how many chunks got a vector."""
+        """One batch per agent whose vectors are of another model; returns how many chunks and turns got one."""
         model = self._index.embedder.model
         if model is None:
             return 0
         async with self._pool.acquire() as conn:
-            stale = await conn.fetch(STALE_AGENTS, model)
+            rows = await conn.fetch(STALE_AGENTS, model)
+        stale: dict[tuple[str, str], int] = {}
+        for row in rows:  # an agent can be listed for its chunks and for its turns
+            key = (row["tenant_id"], row["agent_id"])
+            stale[key] = stale.get(key, 0) + row["stale"]
         done = 0
-        for row in stale:
-            async with tenant_transaction(self._pool, row["tenant_id"]) as conn:
-                done += await self._index.reembed(conn, row["tenant_id"], row["agent_id"], REEMBED_BATCH)
-            log.info("re-embedding %s/%s with %s: %d chunks left", row["tenant_id"], row["agent_id"], model,
-                     max(row["stale"] - REEMBED_BATCH, 0))  # fmt: skip
+        for (tenant, agent), left in stale.items():
+            async with tenant_transaction(self._pool, tenant) as conn:
+                done += await self._index.reembed(conn, tenant, agent, REEMBED_BATCH)
+            log.info("re-embedding %s/%s with %s: %d chunks and turns left", tenant, agent, model,
+                     max(left - REEMBED_BATCH, 0))  # fmt: skip
         return done

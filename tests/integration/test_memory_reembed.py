@@ -1,0 +1,183 @@
+"""A changed embedding model (issue 5): the indexer's worker gives every chunk and every remembered turn a
+vector of the configured model in the background, reports what is left in the status count, and keeps
+doing so while it runs — a replica still on the old model during a rolling deploy writes old vectors
+after the worker has caught up once. Search never mixes models: until a chunk is re-embedded, the
+vector side does not see it at all.
+
+The models are two names served by a real OpenAI-compatible HTTP server in this process (the only
+offline model shipped is the local one), and the test runs in a database of its own: its worker looks
+for stale vectors across every tenant, which must not reach the shared database's other tests."""
+
+import asyncio
+import hashlib
+import json
+import threading
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar, TypeAlias
+
+import asyncpg
+import numpy as np
+import pytest
+from pydantic import SecretStr
+
+from cairn.indexer.memory_worker import MemoryWorker
+from cairn.local import LocalStack
+from cairn.memindex import MemoryIndex, store
+from cairn.memindex.embeddings import OpenAICompatibleEmbedder
+from cairn.memindex.settings import EmbeddingSettings, MemoryIndexSettings
+from cairn.memindex.transcripts import Turn
+from cairn.platform.postgres import create_pool, tenant_transaction
+from cairn.platform.settings import PostgresSettings
+from cairn.recall.memory_queries import MemoryReads, Where
+from tests.integration.conftest import eventually, own_database
+
+pytestmark = pytest.mark.integration
+
+Pool: TypeAlias = "asyncpg.Pool[asyncpg.Record]"
+OLD, NEW, DIMS = "embed-old", "embed-new", 384
+AT = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)
+NOTES = {
+    "memory/bank/garden.md": "# Garden\n\nThe tomatoes are planted along the south fence.\n",
+    "memory/bank/travel.md": "# Travel\n\nThe passport expires in March; renew it before the Lisbon trip.\n",
+}
+
+
+def _vector(model: str, text: str) -> list[float]:
+    """Words hashed into a vector, differently per model: texts sharing words are near under one model,
+    and the same text is far apart under two (as two real models' spaces are unrelated)."""
+    vector = np.zeros(DIMS)
+    for word in text.lower().split():
+        seed = int.from_bytes(hashlib.sha256(f"{model}:{word}".encode()).digest()[:8], "big")
+        vector += np.random.default_rng(seed).normal(size=DIMS)
+    return [float(x) for x in vector]
+
+
+class _Embeddings(BaseHTTPRequestHandler):
+    texts: ClassVar[dict[str, int]] = {}  # texts embedded, per model
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        model = body["model"]
+        type(self).texts[model] = type(self).texts.get(model, 0) + len(body["input"])
+        data = [{"index": i, "embedding": _vector(model, text)} for i, text in enumerate(body["input"])]
+        payload = json.dumps({"data": data, "model": model}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+@pytest.fixture
+def embeddings_url() -> Iterator[str]:
+    _Embeddings.texts = {}
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Embeddings)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+async def database(stack: LocalStack) -> AsyncIterator[str]:
+    async with own_database(stack, "cairn_reembed") as name:
+        yield f"postgresql://cairn_app@127.0.0.1:{stack.state.ports['postgres']}/{name}"
+
+
+@pytest.fixture
+async def pool(database: str) -> AsyncIterator[Pool]:
+    created = await create_pool(PostgresSettings(url=SecretStr(database), pool_min=1, pool_max=4))
+    try:
+        yield created
+    finally:
+        await created.close()
+
+
+def _index(url: str, model: str) -> MemoryIndex:
+    embedder = OpenAICompatibleEmbedder(EmbeddingSettings(provider="openai-compatible", url=url, model=model))
+    return MemoryIndex(embedder, MemoryIndexSettings(poll_s=0.05, reembed_check_s=0.2))
+
+
+async def _old_replica_writes(pool: Pool, index: MemoryIndex, tenant: str, notes: dict[str, str]) -> None:
+    async with tenant_transaction(pool, tenant) as conn:
+        for path, text in notes.items():
+            await index.put_document(conn, tenant, "main", path, 1, text, AT)
+
+
+async def _old_replica_remembers(pool: Pool, index: MemoryIndex, tenant: str) -> None:
+    """A remembered conversation: its turns, then its chunks and turn vectors, as the old model made them."""
+    session = uuid.uuid4()
+    said = ["my sister Ana moves to Porto in June", "Porto is lovely in June, tell her to see the river"]
+    async with tenant_transaction(pool, tenant) as conn:
+        for position, (role, text) in enumerate(zip(("user", "assistant"), said, strict=True)):
+            turn = Turn(position, 0, str(uuid.uuid4()), role, None, text, AT + timedelta(minutes=position))
+            await store.add_turn(conn, uuid.UUID(tenant), "main", session, "agent:main:main", turn)
+        await index.index_session(conn, tenant, "main", session)
+
+
+async def _models(pool: Pool, tenant: str) -> tuple[set[str | None], set[str | None]]:
+    """The models of the tenant's chunk vectors and of its turn vectors."""
+    async with tenant_transaction(pool, tenant) as conn:
+        chunks = {r["model"] for r in await conn.fetch("SELECT model FROM indexer.memory_chunks")}
+        turns = {r["model"] for r in await conn.fetch("SELECT model FROM indexer.memory_turns")}
+    return chunks, turns
+
+
+async def _found(reads: MemoryReads, tenant: str, query: str) -> list[str]:
+    """Paths (or session chunks) the vector side of a search with the new model finds, nearest first."""
+    where = Where(tenant, "main", ("memory", "sessions"), None)
+    scores = await reads.vector(where, _vector(NEW, query), NEW, 10)
+    details, _ = await reads.details(tenant, list(scores), NEW, [], [])
+    by_id = {d.chunk_id: d.path or "session" for d in details}
+    return [by_id[c] for c in sorted(scores, key=lambda c: -scores[c])]
+
+
+async def test_a_changed_model_is_re_embedded_in_the_background_and_search_never_mixes_models(
+    database: str, pool: Pool, embeddings_url: str
+) -> None:
+    tenant = str(uuid.uuid4())
+    old, new, reads = _index(embeddings_url, OLD), _index(embeddings_url, NEW), MemoryReads(pool)
+    superuser = await asyncpg.connect(database.replace("cairn_app@", "postgres@"))
+    try:  # stale turns are looked for per tenant of ingest.tenants (they stay under forced row-level security)
+        await superuser.execute(
+            "INSERT INTO ingest.tenants (tenant_id, name) VALUES ($1, 'reembed')", uuid.UUID(tenant)
+        )
+    finally:
+        await superuser.close()
+    await _old_replica_writes(pool, old, tenant, NOTES)
+    await _old_replica_remembers(pool, old, tenant)
+    assert await _models(pool, tenant) == ({OLD}, {OLD})
+    chunks = (await reads.status(tenant, "main", NEW))["chunks"]
+    assert chunks["without_vector"] == chunks["memory_chunks"] + chunks["session_chunks"] == 3
+
+    # Configured for the new model, search finds nothing by meaning yet rather than comparing across models.
+    assert await _found(reads, tenant, "when does the passport expire") == []
+
+    worker = asyncio.create_task(MemoryWorker(pool, new).run())
+    try:
+        assert await eventually(lambda: _all_new(pool, tenant)), await _models(pool, tenant)
+        assert (await reads.status(tenant, "main", NEW))["chunks"]["without_vector"] == 0
+        assert (await _found(reads, tenant, "when does the passport expire"))[0] == "memory/bank/travel.md"
+        embedded = _Embeddings.texts[NEW]
+
+        # Caught up and idle; an old replica keeps writing, and the running worker catches that up too.
+        await _old_replica_writes(pool, old, tenant, {"memory/bank/pets.md": "# Pets\n\nThe cat is called Miso.\n"})
+        assert await eventually(lambda: _all_new(pool, tenant)), await _models(pool, tenant)
+        assert (await _found(reads, tenant, "what is the cat called"))[0] == "memory/bank/pets.md"
+        assert _Embeddings.texts[NEW] == embedded + 1  # only the new chunk: what was done is not redone
+    finally:
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+
+
+async def _all_new(pool: Pool, tenant: str) -> bool:
+    return await _models(pool, tenant) == ({NEW}, {NEW})
