@@ -170,4 +170,7 @@ def create_service_app(
 
 
 def serve(app: FastAPI, settings: ServiceSettings) -> None:
-    uvicorn.run(app, host=settings.http.host, port=settings.http.port, log_config=None, access_log=False)
+    http = settings.http
+    uvicorn.run(
+        app, host=http.host, port=http.port, timeout_keep_alive=http.keep_alive_s, log_config=None, access_log=False
+    )

@@ -55,6 +55,13 @@ class HttpSettings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
+    keep_alive_s: int = Field(
+        default=75,
+        ge=1,
+        description="how long an idle keep-alive connection is kept open: longer than clients' and gateways' own "
+        "idle timeouts (httpx 5 s, nginx 60 s), so that they close it first; a server closing a connection "
+        "just as a client reuses it fails that request",
+    )
 
 
 def http_defaults(port: int) -> Callable[[], HttpSettings]:
