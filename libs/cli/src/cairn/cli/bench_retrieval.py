@@ -100,9 +100,10 @@ def _wait_indexed(recall_url: str, conversation: Conversation, timeout_s: float 
                 raise TimeoutError(f"not indexed within {timeout_s:.0f}s")
 
 
-def _wait_memory_indexed(recall_url: str, conversation: Conversation, timeout_s: float = 60) -> None:
-    """Memory search's own read-your-writes wait (transcripts join memory after a debounce); at the
-    bound the run goes on with what is indexed, and says so."""
+def _wait_memory_indexed(recall_url: str, conversation: Conversation, timeout_s: float = 600) -> None:
+    """Memory search's own read-your-writes wait (transcripts join memory after a debounce, then are
+    embedded: minutes for a long conversation on a loaded machine); at the bound the run goes on with
+    what is indexed, and says so."""
     headers = {"Authorization": f"Bearer {conversation.api_key}"}
     body = {"agent_id": conversation.agent_id, "query": "x", "corpus": "all", "consistent_with": conversation.position}
     deadline = time.monotonic() + timeout_s
