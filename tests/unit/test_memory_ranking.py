@@ -6,7 +6,7 @@ from datetime import date
 import numpy as np
 import pytest
 
-from cairn.cli.bench_retrieval import rank_messages
+from cairn.cli.bench_retrieval import TOP, memory_then_sessions, rank_messages
 from cairn.events import AgentConfig
 from cairn.memindex import dated_note
 from cairn.memindex.transcripts import is_remembered_session, remembers
@@ -154,6 +154,12 @@ def test_the_bench_ranks_messages_across_hits_by_their_own_scores() -> None:
         {"score": 0.5, "message_ids": ["c1", "c2"]},  # an older stack: the hit's score, in its order
     ]
     assert rank_messages(hits, {"b1": "doc-b1"}) == ["a1", "doc-b1", "c1", "c2", "a2"]
+
+
+def test_the_bench_in_all_mode_keeps_memorys_order_and_adds_what_session_search_found_beyond_it() -> None:
+    assert memory_then_sessions(["m1", "s2", "m3"], ["s1", "s2", "s3"]) == ["m1", "s2", "m3", "s1", "s3"]
+    long = [f"m{i}" for i in range(TOP)]
+    assert memory_then_sessions(long, ["s1"]) == long
 
 
 @pytest.mark.parametrize(

@@ -165,13 +165,14 @@ def rank_messages(hits: list[dict[str, Any]], resolve: dict[str, str]) -> list[s
     return sorted(best, key=lambda m: -best[m])[:TOP]
 
 
-def _fuse(*rankings: list[str], k: int = 60) -> list[str]:
-    """Reciprocal-rank fusion of ranked id lists."""
-    scores: dict[str, float] = defaultdict(float)
-    for ranking in rankings:
-        for rank, doc in enumerate(ranking):
-            scores[doc] += 1 / (k + rank + 1)
-    return sorted(scores, key=lambda doc: -scores[doc])[:TOP]
+def memory_then_sessions(memory: list[str], sessions: list[str]) -> list[str]:
+    """`--mode all`: memory search's ranking, then what session search found beyond it. Memory search
+    already ranks every remembered message by its words as well as its meaning, so session search adds
+    recall below memory's list rather than a second vote on its order. On LoCoMo (same run's lists)
+    reciprocal-rank fusion of the two lowered turn R@10 from memory's 0.799 to 0.716 (equal weights)
+    and 0.749 (session search weighted 0.25), and never raised session R@5 (0.893–0.895 against 0.898)."""
+    listed = set(memory)
+    return (memory + [doc for doc in sessions if doc not in listed])[:TOP]
 
 
 def _resolver(recall_url: str, conversation: Conversation) -> dict[str, str]:
@@ -204,7 +205,7 @@ def _rank(mode: str, recall: httpx.Client, agent_id: str, question: str, resolve
     if mode == "sessions":
         return _sessions_ranking(recall, agent_id, question)
     memory = _memory_ranking(recall, agent_id, question, resolve)
-    return memory if mode == "memory" else _fuse(_sessions_ranking(recall, agent_id, question), memory)
+    return memory if mode == "memory" else memory_then_sessions(memory, _sessions_ranking(recall, agent_id, question))
 
 
 def run_retrieval(endpoints: dict[str, str], data: Path, out: Path, mode: str) -> RetrievalResult:
