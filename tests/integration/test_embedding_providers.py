@@ -1,10 +1,7 @@
 """Embedding providers for real: the local model loaded from the installed wheel (offline), and the
 OpenAI-compatible client against a small HTTP server of this test that fails before it answers."""
 
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
 import numpy as np
@@ -13,6 +10,7 @@ from pydantic import SecretStr
 
 from cairn.memindex import EmbeddingSettings, LocalEmbedder, OpenAICompatibleEmbedder
 from cairn.memindex.embeddings import RemoteEmbeddingError
+from tests.embedding_api import Handler, serving
 
 DISTRACTORS = [
     "今天天气很好，我们去公园散步",
@@ -71,44 +69,25 @@ def test_the_local_model_is_read_from_the_wheel_without_network(monkeypatch: pyt
     assert fresh.encode(["offline"]).shape == (1, 512)
 
 
-class _Api(BaseHTTPRequestHandler):
+class _Api(Handler):
     """`/v1/embeddings` that answers 429 and then 503 before it gives vectors (one per input)."""
 
     failures: ClassVar[list[int]] = []
     requests: ClassVar[list[dict[str, Any]]] = []
 
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+    def answer(self, body: dict[str, Any]) -> tuple[int, Any]:
         type(self).requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
         if type(self).failures:
-            status = type(self).failures.pop(0)
-            self.send_response(status)
-            self.send_header("Retry-After", "0")
-            self.end_headers()
-            return
+            return type(self).failures.pop(0), None
         data = [{"index": i, "embedding": [float(len(text)), 1.0, 0.0, 2.0]} for i, text in enumerate(body["input"])]
-        payload = json.dumps({"data": list(reversed(data)), "model": body["model"]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
+        return 200, {"data": list(reversed(data)), "model": body["model"]}
 
 
 @pytest.fixture
 def api() -> Iterator[str]:
     _Api.failures, _Api.requests = [], []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Api)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_Api) as url:
+        yield url
 
 
 def _settings(url: str, **overrides: Any) -> EmbeddingSettings:

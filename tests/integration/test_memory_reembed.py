@@ -10,12 +10,9 @@ for stale vectors across every tenant, which must not reach the shared database'
 
 import asyncio
 import hashlib
-import json
-import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar, TypeAlias
 
 import asyncpg
@@ -32,6 +29,7 @@ from cairn.memindex.transcripts import Turn
 from cairn.platform.postgres import create_pool, tenant_transaction
 from cairn.platform.settings import PostgresSettings
 from cairn.recall.memory_queries import MemoryReads, Where
+from tests.embedding_api import Handler, serving
 from tests.integration.conftest import eventually, own_database
 
 pytestmark = pytest.mark.integration
@@ -55,36 +53,21 @@ def _vector(model: str, text: str) -> list[float]:
     return [float(x) for x in vector]
 
 
-class _Embeddings(BaseHTTPRequestHandler):
+class _Embeddings(Handler):
     texts: ClassVar[dict[str, int]] = {}  # texts embedded, per model
 
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+    def answer(self, body: dict[str, Any]) -> tuple[int, Any]:
         model = body["model"]
         type(self).texts[model] = type(self).texts.get(model, 0) + len(body["input"])
         data = [{"index": i, "embedding": _vector(model, text)} for i, text in enumerate(body["input"])]
-        payload = json.dumps({"data": data, "model": model}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return
+        return 200, {"data": data, "model": model}
 
 
 @pytest.fixture
 def embeddings_url() -> Iterator[str]:
     _Embeddings.texts = {}
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Embeddings)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_Embeddings) as url:
+        yield url
 
 
 @pytest.fixture
