@@ -14,6 +14,7 @@ import nats.js.errors
 import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
+from nats.js.api import ConsumerConfig
 
 from cairn.events import (
     DEAD_LETTER_STREAM,
@@ -121,9 +122,11 @@ async def running(
     settings: NatsSettings,
     publisher: EventPublisher | None = None,
     filter_subject: str | tuple[str, ...] | None = None,
+    consumer: str | None = None,
 ) -> AsyncIterator[Projection]:
-    """A projection with a fresh durable consumer, run as a task; cancelled and its consumer deleted after."""
-    consumer = f"test-{uuid.uuid4().hex[:12]}"
+    """A projection with a fresh durable consumer (or the one named), run as a task; cancelled and its
+    consumer deleted after."""
+    consumer = consumer or f"test-{uuid.uuid4().hex[:12]}"
     projection = Projection(consumer, stream, handlers, pool, publisher or EventPublisher(js), settings, filter_subject)
     task = asyncio.create_task(projection.run())
     try:
@@ -403,6 +406,31 @@ async def test_a_projection_filtered_to_several_subjects_reads_only_those(
         assert await eventually(lambda: settled(js, projection, seqs[-1]))
         info = await js.consumer_info(RECALL_STREAM, projection.consumer)
     assert [e for e, _ in recorder.deliveries] == [events[0].event_id, events[2].event_id, events[4].event_id]
+    assert sorted(info.config.filter_subjects or []) == sorted(subjects)
+
+
+async def test_a_consumer_left_by_an_older_release_is_brought_to_the_filter_this_code_reads(
+    nats_client: Client, app_pool: Pool, table: str
+) -> None:
+    js, tenant = nats_client.jetstream(), str(uuid.uuid4())
+    old, added = (f"a{uuid.uuid4().hex[:8]}" for _ in range(2))
+    consumer = f"test-{uuid.uuid4().hex[:12]}"
+    old_subject, added_subject = (f"cairn.*.{agent}.recall.performed" for agent in (old, added))
+    # what an older release created: the same durable name, reading one agent's events only
+    await js.add_consumer(
+        RECALL_STREAM, ConsumerConfig(name=consumer, durable_name=consumer, filter_subject=old_subject, max_deliver=-1)
+    )
+    recorder = BatchRecorder(table, {tenant})
+    subjects = (old_subject, added_subject)
+    async with running(
+        js, RECALL_STREAM, recorder, app_pool, BATCHED, filter_subject=subjects, consumer=consumer
+    ) as projection:
+        events = [recall_of(tenant, agent) for agent in (old, added)]
+        publisher = EventPublisher(js)
+        seqs = [(await publisher.publish(event)).seq for event in events]
+        assert await eventually(lambda: settled(js, projection, seqs[-1]))
+        info = await js.consumer_info(RECALL_STREAM, consumer)
+    assert [e for e, _ in recorder.deliveries] == [e.event_id for e in events], "the added subject is delivered"
     assert sorted(info.config.filter_subjects or []) == sorted(subjects)
 
 

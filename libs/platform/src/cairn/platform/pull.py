@@ -14,6 +14,7 @@ from typing import Protocol
 
 import asyncpg
 import nats.errors
+import nats.js.errors
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
@@ -93,26 +94,46 @@ class PullConsumer:
 
     async def run(self) -> None:
         """Pull in batches and handle them in order, until cancelled."""
-        # nats-py sets a new consumer's filter from the subject argument unless `filter_subjects` is given.
-        subjects = (self.filter_subject,) if isinstance(self.filter_subject, str) else self.filter_subject or ()
-        one = subjects[0] if len(subjects) == 1 else None
-        subscription = await self._js.pull_subscribe(
-            one or "",
-            durable=self.consumer,
-            stream=self.stream,
-            config=ConsumerConfig(
-                ack_wait=self._settings.ack_wait_s,
-                max_deliver=-1,
-                filter_subject=one,
-                filter_subjects=list(subjects) if len(subjects) > 1 else None,
-            ),
-        )
+        subscription = await self._subscribe()
         await self._let_strays_expire()
         try:
             while True:
                 await self._fetch_and_process(subscription)
         finally:  # an open pull request would hold the connection's drain for its whole timeout
             await subscription.unsubscribe()
+
+    def subjects(self) -> tuple[str, ...]:
+        """The subjects this consumer reads; empty for the whole stream."""
+        return (self.filter_subject,) if isinstance(self.filter_subject, str) else self.filter_subject or ()
+
+    async def _subscribe(self) -> "JetStreamContext.PullSubscription":
+        """Create the durable consumer, or bring an existing one to this code's configuration.
+
+        JetStream keeps a durable consumer's filter from when it was created, so a release that reads
+        one more subject would never be delivered that subject's events. Creating a consumer that exists
+        updates its filter and `ack_wait` in place; it keeps its position, so a newly read subject's
+        events from before that position are not replayed."""
+        subjects = self.subjects()
+        try:
+            existing = await self._js.consumer_info(self.stream, self.consumer)
+        except nats.js.errors.NotFoundError:
+            existing = None
+        if existing is not None:
+            config = existing.config
+            before = tuple(config.filter_subjects or ()) or tuple(filter(None, [config.filter_subject]))
+            if sorted(before) != sorted(subjects):
+                log.warning("%s now reads %s instead of %s", self.consumer, list(subjects), list(before))
+        one = subjects[0] if len(subjects) == 1 else None
+        wanted = ConsumerConfig(
+            name=self.consumer,
+            durable_name=self.consumer,
+            ack_wait=self._settings.ack_wait_s,
+            max_deliver=-1,
+            filter_subject=one,
+            filter_subjects=list(subjects) if len(subjects) > 1 else None,
+        )
+        await self._js.add_consumer(self.stream, wanted)
+        return await self._js.pull_subscribe_bind(durable=self.consumer, stream=self.stream)
 
     async def _let_strays_expire(self) -> None:
         """Messages a crashed holder fetched but never acked come back only after `ack_wait`, and before
