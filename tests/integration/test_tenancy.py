@@ -4,7 +4,11 @@ projection role `cairn_projector`, which may open a transaction over a set of te
 projections write (and only there, and only that role)."""
 
 import asyncio
+import os
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 from typing import TypeAlias
 
 import asyncpg
@@ -12,6 +16,8 @@ import pytest
 
 from cairn.ingest.domain import new_api_key
 from cairn.local import LocalStack
+from cairn.local.processes import free_port
+from cairn.local.stack import OWNER
 from cairn.platform.auth import ApiKeys, hash_key
 from cairn.platform.migrations import apply_migrations, available_migrations
 from cairn.platform.postgres import is_projector, tenant_transaction, tenants_transaction
@@ -146,6 +152,25 @@ async def test_migrate_is_idempotent(stack: LocalStack, admin: Admin) -> None:
     after = [dict(r) for r in await admin.fetch(LEDGER)]
     assert after == before
     assert [r["version"] for r in before] == [m.version for m in available_migrations()]
+
+
+def test_migrate_without_a_reachable_nats_says_so_and_stops(stack: LocalStack) -> None:
+    """A migration job pointed at no NATS must fail with a reason, not wait for it forever."""
+    closed_port = free_port()
+    env = {
+        **os.environ,
+        "CAIRN_POSTGRES_ADMIN_URL": stack.postgres_url(OWNER),
+        "CAIRN_NATS_URL": f"nats://someone:s3cret@127.0.0.1:{closed_port}",
+        "CAIRN_MIGRATE_NATS_WAIT_S": "1",
+    }
+    cli = Path(sys.executable).parent / "cairn"
+    done = subprocess.run([str(cli), "migrate"], env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert done.returncode != 0
+    assert "migrations applied: none" in done.stdout, "the database part still ran"
+    assert f"could not reach NATS at 127.0.0.1:{closed_port}" in done.stderr
+    assert "CAIRN_NATS_URL" in done.stderr
+    assert "s3cret" not in done.stderr + done.stdout
 
 
 async def test_applying_migrations_again_applies_none(stack: LocalStack) -> None:

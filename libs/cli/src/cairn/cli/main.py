@@ -4,7 +4,9 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import nats.errors
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -19,7 +21,7 @@ from cairn.cli.memory import MemoryClient, export_memory, import_memory
 from cairn.cli.reindex import reindex
 from cairn.memindex import EmbeddingSettings, MemoryIndex, MemoryIndexSettings, create_embedder
 from cairn.platform.migrations import apply_migrations
-from cairn.platform.nats import connect, ensure_streams
+from cairn.platform.nats import RECONNECT_WAIT_S, connect, ensure_streams
 from cairn.platform.settings import NatsSettings, PostgresSettings
 
 
@@ -28,6 +30,7 @@ class MigrateSettings(BaseSettings):
 
     postgres: PostgresSettings = PostgresSettings()
     nats: NatsSettings = NatsSettings()
+    migrate_nats_wait_s: float = 30.0  # for a NATS server that is still starting, then give up
 
 
 class ReindexSettings(BaseSettings):
@@ -56,7 +59,13 @@ async def migrate() -> None:
     password = settings.postgres.app_password
     applied = await apply_migrations(admin_url.get_secret_value(), password.get_secret_value() if password else None)
     print(f"migrations applied: {', '.join(applied) or 'none (up to date)'}")
-    nc = await connect(settings.nats.url, "cairn-migrate")
+    attempts = max(1, round(settings.migrate_nats_wait_s / RECONNECT_WAIT_S))
+    try:
+        nc = await connect(settings.nats.url, "cairn-migrate", attempts)
+    except (OSError, nats.errors.Error) as error:
+        where = urlsplit(settings.nats.url).netloc.rpartition("@")[2]  # never print credentials
+        sys.exit(f"cairn migrate could not reach NATS at {where} to declare the streams; "
+                 f"set CAIRN_NATS_URL ({type(error).__name__})")  # fmt: skip
     try:
         streams = await ensure_streams(nc.jetstream())
     finally:

@@ -40,8 +40,12 @@ async def ensure_streams(js: JetStreamContext) -> list[str]:
     return names
 
 
-async def connect(url: str, name: str) -> Client:
-    return await nats.connect(url, name=name, max_reconnect_attempts=-1, reconnect_time_wait=0.5)
+RECONNECT_WAIT_S = 0.5
+
+
+async def connect(url: str, name: str, attempts: int = -1) -> Client:
+    """Services wait for NATS however long it takes (`attempts` -1); a one-shot command gives up."""
+    return await nats.connect(url, name=name, max_reconnect_attempts=attempts, reconnect_time_wait=RECONNECT_WAIT_S)
 
 
 async def streams_exist(js: JetStreamContext) -> bool:
