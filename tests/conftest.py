@@ -40,6 +40,8 @@ def stack(span_collector: SpanCollector) -> Iterator[LocalStack]:
         # Remembered transcripts are chunked after a short quiet time, so tests need not wait 5 s.
         "CAIRN_MEMORY_DEBOUNCE_S": "0.3",
         "CAIRN_MEMORY_POLL_S": "0.2",
+        # Records of processed events are swept every second, so a test sees aged ones go.
+        "CAIRN_PROCESSED_SWEEP_S": "1",
     }
     local = LocalStack(home, durable=False, extra_env=env)
     local._assign_ports()

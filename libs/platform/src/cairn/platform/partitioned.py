@@ -25,6 +25,10 @@ class PartitionedConsumers:
         self._leases, self._make, self._interval = leases, make, interval_s
         self._tasks: dict[int, asyncio.Task[None]] = {}
 
+    def partition_consumers(self) -> list[PullConsumer]:
+        """Every partition's consumer, whichever this replica runs now."""
+        return [self._make(partition) for partition in range(self._leases.partitions)]
+
     @property
     def running(self) -> set[int]:
         return {p for p, task in self._tasks.items() if not task.done()}

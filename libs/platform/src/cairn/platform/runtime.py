@@ -26,6 +26,7 @@ from cairn.platform.problems import install_problem_handlers
 from cairn.platform.publisher import EventPublisher
 from cairn.platform.pull import Consumer
 from cairn.platform.query import EmptyQueryParamsAreAbsent
+from cairn.platform.retention import keep_sweeping, recording_consumers
 from cairn.platform.settings import ServiceSettings
 from cairn.platform.telemetry import setup_logging, setup_tracing
 
@@ -141,9 +142,11 @@ def create_service_app(
         runtime = Runtime(name, settings, pool, broker, EventPublisher(broker.connection.jetstream()), redis, {})
         runtime.extras["api_keys"] = ApiKeys(pool)
         await broker.start()
-        consumers = [
-            asyncio.create_task(p.run(), name=f"{p.consumer}@{p.stream}") for p in (wire(runtime) if wire else ())
-        ]
+        wired = wire(runtime) if wire else ()
+        consumers = [asyncio.create_task(p.run(), name=f"{p.consumer}@{p.stream}") for p in wired]
+        if recording := recording_consumers(wired):
+            sweep = keep_sweeping(pool, recording, settings.processed)
+            consumers.append(asyncio.create_task(sweep, name="processed-records-sweep"))
         for task in consumers:
             task.add_done_callback(_report_stopped)
         runtime.extras["consumers"] = consumers

@@ -44,6 +44,19 @@ class NatsSettings(BaseSettings):
     ack_wait_s: float = Field(default=30.0, gt=0)
 
 
+class ProcessedSettings(BaseSettings):
+    """How long the records that make projections exactly-once are kept (migration 0051)."""
+
+    model_config = SettingsConfigDict(env_prefix="CAIRN_PROCESSED_", extra="ignore")
+
+    keep_h: float = Field(
+        default=168.0,
+        ge=1.0,
+        description="hours a processed event's record and outbox are kept, for redeliveries and late duplicates",
+    )
+    sweep_s: float = Field(default=3600.0, gt=0, description="seconds between sweeps of older records")
+
+
 class RedisSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CAIRN_REDIS_", extra="ignore")
 
@@ -93,3 +106,4 @@ class ServiceSettings(BaseSettings):
     redis: RedisSettings = Field(default_factory=RedisSettings)
     http: HttpSettings = Field(default_factory=HttpSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    processed: ProcessedSettings = Field(default_factory=ProcessedSettings)
