@@ -3,6 +3,7 @@ lexical matching runs as the owner but answers only for the calling tenant and t
 session it is asked for, ranks a bounded set of the most recent matches (without crowding out an older
 chunk with every term), and the details and turn cosines are what the ranking would compute itself."""
 
+import asyncio
 import hashlib
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -14,6 +15,7 @@ import pytest
 
 from cairn.memindex import store
 from cairn.platform.postgres import tenant_transaction
+from cairn.recall import memory_queries
 from cairn.recall.memory_queries import MemoryReads, Where
 from cairn.text import build_query, index_terms, to_tsvector_literal
 
@@ -147,3 +149,50 @@ async def test_details_bring_the_query_cosine_of_every_turn_of_a_transcript_cand
         assert cosines[str(message)] == pytest.approx(float(np.dot(vector, query)), abs=1e-5)
     assert (await reads.details(tenant, [chunk], MODEL, [], []))[1] == {}  # no query vector: none asked
     assert (await reads.details(tenant, [chunk], "another-model", [], [], query.tolist()))[1] == {}
+
+
+async def _waiting_statement(pool: Pool, statement: str) -> bool:
+    """Whether a connection of this role sits idle in a transaction whose last statement was `statement`."""
+    async with pool.acquire() as conn:
+        return bool(
+            await conn.fetchval(
+                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE state = 'idle in transaction' AND query = $1)",
+                statement,
+            )
+        )
+
+
+@pytest.mark.parametrize("exact_up_to", [10_000, 0], ids=["small agent: exact", "large agent: hnsw settings"])
+async def test_the_vector_sql_is_prepared_while_the_query_vector_is_still_computing(
+    app_pool: Pool, exact_up_to: int
+) -> None:
+    """The transaction, the agent's size and (for a large agent) the HNSW settings come before the vector: the
+    connection waits idle in its transaction after that last statement, and the answer, once the vector is
+    ready, is the one of a search given the vector at once."""
+    tenant = str(uuid.uuid4())
+    await _write(app_pool, tenant, [_row(f"note {i} about the harbour", i) for i in range(12)])
+    query = np.random.default_rng(8).normal(size=DIMS).astype(np.float32)
+    reads, where = MemoryReads(app_pool), _where(tenant)
+    last = memory_queries.SET_ANN if exact_up_to == 0 else memory_queries.PLAN_INPUTS
+    vector: asyncio.Future[list[float] | None] = asyncio.get_running_loop().create_future()
+    searching = asyncio.ensure_future(reads.vector_when_ready(where, vector, MODEL, 5, exact_up_to))
+    for _ in range(200):
+        if await _waiting_statement(app_pool, last):
+            break
+        await asyncio.sleep(0.02)
+    else:
+        pytest.fail("the vector side did not prepare its transaction before the vector was ready")
+    assert not searching.done()
+    vector.set_result(query.tolist())
+    found = await searching
+    assert len(found) == 5
+    assert found == await reads.vector(where, query.tolist(), MODEL, 5, exact_up_to)
+
+
+async def test_no_query_vector_after_all_means_no_vector_candidates(app_pool: Pool) -> None:
+    tenant = str(uuid.uuid4())
+    await _write(app_pool, tenant, [_row("the harbour at dawn", 1)])
+    vector: asyncio.Future[list[float] | None] = asyncio.get_running_loop().create_future()
+    vector.set_result(None)
+    assert await MemoryReads(app_pool).vector_when_ready(_where(tenant), vector, MODEL, 5) == {}
+    assert len(await MemoryReads(app_pool).vector(_where(tenant), [1.0] * DIMS, MODEL, 5)) == 1

@@ -10,7 +10,7 @@ tuples for its share of the index to fill the candidate list.
 import asyncio
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -87,8 +87,12 @@ WHERE {_FILTER} AND to_char(coalesce(dated::timestamptz, occurred_at) AT TIME ZO
 ORDER BY occurred_at, start_line
 LIMIT $6
 """
-AGENT_CHUNKS = "SELECT chunks FROM indexer.memory_counts WHERE tenant_id = $1 AND agent_id = $2"
-INDEX_ROWS = "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'indexer.memory_chunks'::regclass"
+# What the vector side's plan depends on, in one round trip: the agent's chunks (kept by the indexer) and the
+# index's estimated rows.
+PLAN_INPUTS = """
+SELECT coalesce((SELECT chunks FROM indexer.memory_counts WHERE tenant_id = $1 AND agent_id = $2), 0) AS chunks,
+       (SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = 'indexer.memory_chunks'::regclass) AS rows
+"""
 # A candidate's vector comes in pgvector's binary form (read straight into numpy, not as a list of
 # floats); `present` are the asked lexemes ($4) the chunk contains, and a lexical match ($5) or a chunk
 # without a vector of the model also brings all its lexemes (what the ranking compares chunks by).
@@ -181,14 +185,31 @@ class MemoryReads:
     async def vector(
         self, where: Where, query: Sequence[float], model: str, limit: int, exact_up_to: int = EXACT_UP_TO
     ) -> dict[str, float]:
+        return await self.vector_when_ready(where, _ready(query), model, limit, exact_up_to)
+
+    async def vector_when_ready(
+        self,
+        where: Where,
+        query: Awaitable[Sequence[float] | None],
+        model: str,
+        limit: int,
+        exact_up_to: int = EXACT_UP_TO,
+    ) -> dict[str, float]:
+        """The vector candidates of a query vector that may still be computing: the transaction is opened and
+        the plan chosen and configured meanwhile (the agent's size decides exact scan or HNSW), so only the
+        search itself waits for the vector. None (no vector after all): no candidates."""
         async with tenant_transaction(self._pool, where.tenant) as conn:
-            chunks = await conn.fetchval(AGENT_CHUNKS, uuid.UUID(where.tenant), where.agent) or 0
-            if chunks <= exact_up_to or len(query) not in ANN_VECTOR:
-                rows = await conn.fetch(EXACT_VECTOR, *_params(where), list(query), model, limit)
-            else:
-                ef_search, bound = ann_settings(limit, chunks, await conn.fetchval(INDEX_ROWS))
-                await conn.execute(SET_ANN, ef_search, bound)
-                rows = await conn.fetch(ANN_VECTOR[len(query)], *_params(where), list(query), model, limit)
+            inputs = await conn.fetchrow(PLAN_INPUTS, uuid.UUID(where.tenant), where.agent)
+            chunks, index_rows = (inputs["chunks"], inputs["rows"]) if inputs else (0, 0)
+            if chunks > exact_up_to:
+                await conn.execute(SET_ANN, *ann_settings(limit, chunks, index_rows))
+            vector = await query
+            if vector is None:
+                return {}
+            if chunks > exact_up_to and len(vector) in ANN_VECTOR:
+                rows = await conn.fetch(ANN_VECTOR[len(vector)], *_params(where), list(vector), model, limit)
+            else:  # a small agent, or a size without an HNSW index
+                rows = await conn.fetch(EXACT_VECTOR, *_params(where), list(vector), model, limit)
         return {str(r["chunk_id"]): float(r["score"]) for r in rows}
 
     async def details(
@@ -257,6 +278,10 @@ def _vector(sent: bytes | None) -> np.ndarray | None:
     if sent is None:
         return None
     return np.frombuffer(sent, dtype=">f4", offset=4).astype(np.float32)
+
+
+async def _ready(vector: Sequence[float]) -> Sequence[float]:
+    return vector
 
 
 def _params(where: Where) -> tuple[Any, ...]:

@@ -110,17 +110,30 @@ class MemorySearch:
     async def _vector_side(
         self, where: Where, text: str, pool: int, found: Found
     ) -> tuple[Vector | None, dict[str, float]]:
+        """The query's vector and its nearest chunks. The vector SQL's transaction and plan are set up while
+        the query is embedded (a worker thread or a remote call), so the search itself starts as it is ready."""
         model = self._embedder.model
         if model is None:
             found.fallbacks.append("lexical only: no embedding provider is configured")
             return None, {}
+        embedding = asyncio.ensure_future(self._embed(text, found))
+        listed = asyncio.ensure_future(_as_list(embedding))
         try:
-            vector = (await self._embedder.embed([text]))[0]
+            hits = await self._reads.vector_when_ready(where, listed, model, pool)
+        except BaseException:
+            listed.cancel()  # the SQL failed before the vector was needed: leave no task behind
+            embedding.cancel()
+            raise
+        return await embedding, hits
+
+    async def _embed(self, text: str, found: Found) -> Vector | None:
+        try:
+            vector: Vector = (await self._embedder.embed([text]))[0]
         except RemoteEmbeddingError as error:
             log.warning("query embedding failed, searching lexically: %s", error)
             found.fallbacks.append(f"lexical only for this query: the embedding provider failed ({error})")
-            return None, {}
-        return vector, await self._reads.vector(where, vector.tolist(), model, pool)
+            return None
+        return vector
 
     @staticmethod
     def _hit(detail: ChunkDetail, score: float, terms: Sequence[str], agent: str, messages: dict[str, float]) -> Hit:
@@ -251,6 +264,12 @@ def citation(detail: ChunkDetail, agent: str) -> str:
     if detail.message_ids:
         anchor["message_id"] = detail.message_ids[0]
     return f"/v1/sessions/{quote(detail.session_key or '', safe=':')}/history?{urlencode(anchor)}"
+
+
+async def _as_list(vector: "asyncio.Future[Vector | None]") -> list[float] | None:
+    """The vector as the list of floats the SQL takes, once it is ready."""
+    ready = await vector
+    return None if ready is None else ready.tolist()
 
 
 async def _nothing() -> dict[str, float]:
