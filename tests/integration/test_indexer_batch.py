@@ -4,14 +4,15 @@ per-agent read-your-writes positions in one more. The memory index's transcript 
 tenants' events in one transaction as well."""
 
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeAlias
 
 import asyncpg
 import pytest
 
-from cairn.events import Event, ResetBoundary, SessionCreated, TranscriptAppended
+from cairn.events import Event, ResetBoundary, SessionCreated, SessionForked, TranscriptAppended
 from cairn.indexer.handlers import IndexerProjection
-from cairn.indexer.memory_handlers import build_memory_handlers
+from cairn.indexer.memory_handlers import MemoryTranscripts, build_memory_handlers
 from cairn.memindex import LocalEmbedder, MemoryIndex, MemoryIndexSettings
 from cairn.platform.consumer import BatchHandlers, Delivery, PerEvent
 from cairn.platform.postgres import tenant_transaction, tenants_transaction
@@ -20,6 +21,7 @@ from cairn.text import build_query
 pytestmark = pytest.mark.integration
 
 Pool: TypeAlias = "asyncpg.Pool[asyncpg.Record]"
+START = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
 
 def appended(tenant: str, agent: str, position: int, text: str, role: str = "user", seq: int | None = None,
@@ -137,3 +139,141 @@ async def test_the_memory_consumer_applies_several_tenants_turns_in_one_transact
         [uuid.UUID(t) for t in tenants],
     )
     assert len(writers) == 1, "one transaction for every tenant's turns"
+
+
+def memory_scenario(tenant: str) -> list[list[Event]]:
+    """Transcript events for the memory consumer, in three batches: remembered turns of two agents and two
+    sessions, turns it does not keep (tool output, a group chat, blank text), a re-published turn, a fork's
+    copy without a position, positions arriving out of order, and events that only carry a position."""
+
+    def turn(position: int, text: str, seq: int | None, agent: str = "main", **extra: Any) -> TranscriptAppended:
+        key = extra.pop("session_key", f"agent:{agent}:main")
+        return TranscriptAppended(
+            tenant_id=tenant, agent_id=agent, session_key=key, session_id=str(uuid.uuid5(uuid.NAMESPACE_URL,
+            f"{tenant}/{key}")), position=position, reset_index=0, message_id=extra.pop("message_id", str(
+            uuid.uuid4())), role=extra.pop("role", "user"), text=text, channel="api", chat_type=extra.pop(
+            "chat_type", "direct"), token_estimate=1, ingest_seq=seq, occurred_at=START + timedelta(minutes=position),
+            **extra,
+        )  # fmt: skip
+
+    repeated = str(uuid.uuid4())
+    group = "agent:main:api:group:g1"
+    return [
+        [
+            turn(1, "we sail to the harbour, key sk-abcdefabcdefabcdefabcdef", 30, message_id=repeated),
+            turn(2, "at nine", 31, role="assistant", sender_name="Bot", external_id="m-2"),
+            turn(1, "the helper remembers too", 33, agent="helper"),
+            turn(3, "tool output", 32, role="tool"),
+            turn(1, "a group says hello", 34, session_key=group, chat_type="group"),
+            turn(1, "we sail to the harbour, key sk-abcdefabcdefabcdefabcdef", 30, message_id=repeated),
+            turn(4, "   ", 35),
+        ],
+        [
+            turn(5, "a fork's copy has no position", None),
+            turn(6, "arrives after a later one", 29),
+            SessionCreated(
+                tenant_id=tenant,
+                session_key="agent:main:dashboard:x",
+                session_id=str(uuid.uuid4()),
+                chat_type="direct",
+                channel="dashboard",
+                ingest_seq=40,
+            ),
+            turn(2, "the helper again", 41, agent="helper"),
+        ],
+        [
+            turn(1, "a new session starts without a position", None, session_key="agent:main:api:direct:p1"),
+            turn(2, "and gets one", 44, session_key="agent:main:api:direct:p1", role="assistant"),
+            ResetBoundary(
+                tenant_id=tenant,
+                agent_id="helper",
+                session_key="agent:helper:main",
+                session_id=str(uuid.uuid4()),
+                position=3,
+                reason="new",
+                reset_index=1,
+                ingest_seq=45,
+            ),
+            SessionForked(
+                tenant_id=tenant,
+                session_key="agent:main:dashboard:y",
+                session_id=str(uuid.uuid4()),
+                parent_session_key="agent:main:main",
+                parent_session_id=str(uuid.uuid4()),
+                from_position=2,
+                ingest_seq=46,
+            ),
+        ],
+    ]
+
+
+async def memory_state(admin: Any, tenant: str) -> dict[str, list[tuple[Any, ...]]]:
+    """What the memory consumer left for a tenant, without the ids that differ between tenants."""
+    t = uuid.UUID(tenant)
+    turns = await admin.fetch(
+        "SELECT agent_id, session_key, position, reset_index, role, sender_name, text, occurred_at, external_id "
+        "FROM indexer.memory_turns WHERE tenant_id = $1 ORDER BY session_key, position",
+        t,
+    )
+    pending = await admin.fetch(
+        "SELECT agent_id, session_key, first_at, first_seq, due_at FROM indexer.memory_pending WHERE tenant_id = $1 "
+        "ORDER BY session_key",
+        t,
+    )
+    progress = await admin.fetch(
+        "SELECT agent_id, ingest_seq FROM indexer.memory_progress WHERE tenant_id = $1 ORDER BY agent_id", t
+    )
+    return {name: [tuple(r) for r in rows] for name, rows in
+            (("turns", turns), ("pending", pending), ("progress", progress))}  # fmt: skip
+
+
+async def test_the_memory_consumer_writes_a_batch_as_its_events_one_at_a_time(projector_pool: Pool, admin: Any) -> None:
+    """The set-based transcript batch against the per-event handlers, on twin tenants in the same transactions
+    (so both see the same `now()`): identical turns (redacted), debounce marks and positions."""
+    index = MemoryIndex(LocalEmbedder(), MemoryIndexSettings())  # no embedding on this path
+    per_event, batched = PerEvent(build_memory_handlers(index), True), MemoryTranscripts(index)
+    alone, together = [str(uuid.uuid4()) for _ in range(2)], [str(uuid.uuid4()) for _ in range(2)]
+    scenarios = [memory_scenario(t) for t in alone], [memory_scenario(t) for t in together]
+    for step in range(3):
+        async with tenants_transaction(projector_pool, {*alone, *together}) as conn:
+            for handlers, tenants in ((per_event, scenarios[0]), (batched, scenarios[1])):
+                events = [e for batches in zip(*(s[step] for s in tenants), strict=True) for e in batches]
+                unit = handlers.begin(conn, events)
+                for number, event in enumerate(events, start=1):
+                    assert await unit.handle(event, Delivery(number, 1, "cairn.test")) == []
+                await unit.complete()
+    for one, other in zip(alone, together, strict=True):
+        expected = await memory_state(admin, one)
+        assert await memory_state(admin, other) == expected
+        assert [r[1:3] for r in expected["turns"]] == [
+            ("agent:helper:main", 1), ("agent:helper:main", 2), ("agent:main:api:direct:p1", 1),
+            ("agent:main:api:direct:p1", 2), ("agent:main:main", 1), ("agent:main:main", 2), ("agent:main:main", 5),
+            ("agent:main:main", 6),
+        ]  # fmt: skip
+        assert "sk-abcdef" not in expected["turns"][4][6], "turns are redacted"
+        assert [(r[1], r[3]) for r in expected["pending"]] == [
+            ("agent:helper:main", 33),
+            ("agent:main:api:direct:p1", 44),
+            ("agent:main:main", 29),
+        ]
+        assert expected["progress"] == [("helper", 45), ("main", 46)]
+
+
+async def test_the_memory_worker_finds_due_sessions_of_every_tenant_in_one_look(app_pool: Pool, admin: Any) -> None:
+    """Most overdue first, across tenants, at most the limit in all, nothing not yet due; the table itself
+    stays behind its tenant policy for the service role."""
+    tenants, sessions = [uuid.uuid4() for _ in range(3)], [uuid.uuid4() for _ in range(4)]
+    overdue = ["300 years", "100 years", "200 years", "-1 hour"]  # the last one is due in an hour
+    for tenant, session, ago in zip([*tenants, tenants[0]], sessions, overdue, strict=True):
+        await admin.execute(
+            "INSERT INTO indexer.memory_pending (tenant_id, agent_id, session_id, session_key, due_at) "
+            "VALUES ($1, 'main', $2, 'agent:main:main', now() - $3::text::interval)", tenant, session, ago
+        )  # fmt: skip
+    async with app_pool.acquire() as conn:
+        first_two = await conn.fetch("SELECT tenant_id, session_id FROM indexer.due_memory_sessions(2)")
+        every = await conn.fetch("SELECT tenant_id, session_id FROM indexer.due_memory_sessions(100000)")
+        seen_directly = await conn.fetchval("SELECT count(*) FROM indexer.memory_pending")
+    expected = [(tenants[0], sessions[0]), (tenants[2], sessions[2]), (tenants[1], sessions[1])]
+    assert [(r["tenant_id"], r["session_id"]) for r in first_two] == expected[:2]
+    assert [(r["tenant_id"], r["session_id"]) for r in every if r["tenant_id"] in tenants] == expected
+    assert seen_directly == 0, "without a tenant the service role sees no pending session"

@@ -24,6 +24,7 @@ from cairn.events import (
     IndexAdvanced,
     RecallPerformed,
     dead_letter_subject,
+    decode_event,
     encode_event,
     subject_for,
 )
@@ -32,6 +33,7 @@ from cairn.platform.consumer import BatchHandlers, Delivery, Handler, Projection
 from cairn.platform.postgres import tenant_transaction
 from cairn.platform.publisher import EventPublisher, Outgoing
 from cairn.platform.settings import NatsSettings
+from cairn.platform.telemetry import recording
 from tests.integration.conftest import eventually, holds_for
 from tests.streams import stream_messages
 
@@ -489,3 +491,28 @@ async def test_a_poison_event_in_a_batch_of_several_tenants_is_dead_lettered_and
     after = [n for e, n in recorder.deliveries if e == events[4].event_id]
     before = [n for e, n in recorder.deliveries if e == poison.event_id]
     assert max(after) >= max(before), "the event after the poison was not applied before it was settled"
+
+
+async def test_without_a_span_recorder_emitted_events_carry_their_cause_s_trace_context(
+    nats_client: Client, app_pool: Pool, table: str
+) -> None:
+    """No exporter in this process, so no span is set up per event; the trace context still travels on: an
+    event caused by a traced message carries its traceparent, tracestate and baggage, an untraced one none."""
+    assert not recording(), "this test runs without an SDK tracer provider"
+    js, tenant = nats_client.jetstream(), str(uuid.uuid4())
+    traced, untraced = recall(tenant), recall(tenant)
+    parent = f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01"
+    context = {"traceparent": parent, "tracestate": "vendor=abc", "baggage": "tenant=t1"}
+    events = traced, untraced
+    for event, headers in zip(events, (context, {}), strict=True):
+        await js.publish(subject_for(event), encode_event(event), stream=RECALL_STREAM,
+                         headers={**headers, "Nats-Msg-Id": event.event_id})  # fmt: skip
+    last = (await js.stream_info(RECALL_STREAM)).state.last_seq
+    async with running(js, RECALL_STREAM, {RecallPerformed: Recorder(table, tenant, emit=True)}, app_pool, FAST) as p:
+        assert await eventually(lambda: settled(js, p, last))
+    subject = subject_for(IndexAdvanced(tenant_id=tenant, ingest_seq=1))
+    emitted = {decode_event(m.data or b"").causation_id: m.headers or {} for m in await stream_messages(
+        js, INDEX_STREAM, subject)}  # fmt: skip
+    assert set(emitted) == {traced.event_id, untraced.event_id}
+    trace_headers = [{k: v for k, v in emitted[e.event_id].items() if not k.startswith("Nats-")} for e in events]
+    assert trace_headers == [context, {}]

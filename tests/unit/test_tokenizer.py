@@ -15,8 +15,11 @@ import pytest
 from cairn.text import (
     MAX_TERM_CHARS,
     build_query,
+    index_slots,
     index_terms,
+    message_vector,
     query_terms,
+    slots_literal,
     to_tsquery,
     to_tsvector_text,
 )
@@ -315,3 +318,43 @@ def test_fuzz_every_cjk_substring_is_found() -> None:
         start = rng.randrange(len(document))
         fragment = document[start : rng.randint(start + 1, len(document))]
         assert _finds(document, fragment), (document, fragment)
+
+
+def _literal_per_occurrence(pairs: list[tuple[str, int]]) -> str:
+    """The tsvector literal as first written: every occurrence cleaned and cut on its own, positions in the
+    order seen, saturated at 16383, without repeats, at most 256 per lexeme."""
+    positions: dict[str, dict[int, None]] = {}
+    for term, slot in pairs:
+        safe = re.sub(r"[\s'\"\\:&|!()<>*\x00\ud800-\udfff]+", "", term)[:MAX_TERM_CHARS]
+        if safe:
+            positions.setdefault(safe, {})[min(slot, 16383)] = None
+    return " ".join(f"'{term}':{','.join(map(str, list(where)[:256]))}" for term, where in positions.items())
+
+
+@pytest.mark.parametrize(
+    "pairs",
+    [
+        [("ship", 1), ("harbour", 2), ("ship", 3), ("上海", 4), ("上", 4), ("ship", 3)],
+        [("big", 16382), ("big", 16383), ("big", 20000), ("big", 30000), ("late", 16390)],
+        [("many", slot) for slot in range(1, 400)],
+        [("a:b", 1), ("ab", 2), ("it's", 3), ("", 4), ("x" * 80, 5), ("x" * 64, 6), ("a b", 7), ("ab", 8)],
+        [("n\x00ul", 1), ("nul", 2), ("(p)", 3), ("p", 1)],
+        [],
+    ],
+    ids=["repeats", "saturation", "position-cap", "cleaned-and-cut-merge", "control-chars", "empty"],
+)
+def test_slots_literal_equals_cleaning_every_occurrence(pairs: list[tuple[str, int]]) -> None:
+    """Each distinct term is cleaned once now; the literal must be what cleaning every occurrence gave."""
+    assert slots_literal(pairs) == _literal_per_occurrence(pairs)
+    assert slots_literal(iter(pairs)) == _literal_per_occurrence(pairs)
+
+
+def test_fuzz_message_vectors_equal_cleaning_every_occurrence() -> None:
+    rng = random.Random(11)
+    alphabet = "ab上海发布会서울東京 _-./@'\":&|!()<>*\\\t\x00xyzÉé１２"
+    for _ in range(400):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 120)))
+        name = rng.choice([None, "Alice", "Bob O'Neil", "李雷"])
+        head = index_slots(name) if name else []
+        first = max((slot for _, slot in head), default=-1) + 2
+        assert message_vector(text, name) == _literal_per_occurrence([*head, *index_slots(text, first)])

@@ -5,7 +5,7 @@ uses to choose between an exact scan and the shared HNSW index.
 """
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -49,6 +49,30 @@ SET due_at = least(now() + make_interval(secs => $5), p.first_at + make_interval
 """
 ADVANCE = """
 INSERT INTO indexer.memory_progress AS m (tenant_id, agent_id, ingest_seq) VALUES ($1, $2, $3)
+ON CONFLICT (tenant_id, agent_id) DO UPDATE
+SET ingest_seq = greatest(m.ingest_seq, excluded.ingest_seq), updated_at = now()
+"""
+# The same three, set-based, for a fetched batch of transcript events of any tenants (one row per session
+# in MARK_PENDING_MANY and per agent in ADVANCE_MANY: an upsert may touch a row only once per statement).
+INSERT_TURNS = """
+INSERT INTO indexer.memory_turns (tenant_id, agent_id, session_id, position, reset_index, session_key, message_id,
+    role, sender_name, text, occurred_at, external_id)
+SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::int[], $5::int[], $6::text[], $7::uuid[], $8::text[],
+    $9::text[], $10::text[], $11::timestamptz[], $12::text[])
+ON CONFLICT DO NOTHING
+"""
+MARK_PENDING_MANY = """
+INSERT INTO indexer.memory_pending AS p (tenant_id, agent_id, session_id, session_key, first_at, first_seq, due_at)
+SELECT tenant_id, agent_id, session_id, session_key, now(), first_seq, now() + make_interval(secs => $5::float8)
+FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $7::bigint[])
+    AS s(tenant_id, agent_id, session_id, session_key, first_seq)
+ON CONFLICT (tenant_id, session_id) DO UPDATE
+SET due_at = least(now() + make_interval(secs => $5::float8), p.first_at + make_interval(secs => $6::float8)),
+    first_seq = least(p.first_seq, excluded.first_seq)
+"""
+ADVANCE_MANY = """
+INSERT INTO indexer.memory_progress AS m (tenant_id, agent_id, ingest_seq)
+SELECT * FROM unnest($1::uuid[], $2::text[], $3::bigint[])
 ON CONFLICT (tenant_id, agent_id) DO UPDATE
 SET ingest_seq = greatest(m.ingest_seq, excluded.ingest_seq), updated_at = now()
 """
@@ -204,6 +228,43 @@ async def mark_pending(
 async def advance(conn: Connection, tenant: uuid.UUID, agent: str, ingest_seq: int | None) -> None:
     if ingest_seq is not None:
         await conn.execute(ADVANCE, tenant, agent, ingest_seq)
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A session whose debounce a batch pushes back: its key and the lowest ingest position of its new turns."""
+
+    agent: str
+    session_key: str
+    first_seq: int | None
+
+
+async def add_turns(conn: Connection, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Turns as `(tenant, agent, session id, key, Turn)`, of any tenants of the transaction; a turn stored
+    before (same position or message) is left as it is."""
+    if rows:
+        columns = [(tenant, agent, session_id, t.position, t.reset_index, key, uuid.UUID(t.message_id), t.role,
+                    t.sender_name, t.text, t.occurred_at, t.external_id)
+                   for tenant, agent, session_id, key, t in rows]  # fmt: skip
+        await conn.execute(INSERT_TURNS, *(list(column) for column in zip(*columns, strict=True)))
+
+
+async def mark_pending_many(
+    conn: Connection, sessions: Mapping[tuple[uuid.UUID, uuid.UUID], Pending], delays: tuple[float, float]
+) -> None:
+    """`mark_pending` for each `(tenant, session id)` at once."""
+    if sessions:
+        keys, values = list(sessions), list(sessions.values())
+        await conn.execute(
+            MARK_PENDING_MANY, [t for t, _ in keys], [p.agent for p in values], [s for _, s in keys],
+            [p.session_key for p in values], *delays, [p.first_seq for p in values],
+        )  # fmt: skip
+
+
+async def advance_many(conn: Connection, reached: Mapping[tuple[uuid.UUID, str], int]) -> None:
+    """`advance` for each `(tenant, agent)` at once."""
+    if reached:
+        await conn.execute(ADVANCE_MANY, [t for t, _ in reached], [a for _, a in reached], list(reached.values()))
 
 
 async def claim_pending(conn: Connection, tenant: uuid.UUID, session_id: uuid.UUID) -> str | None:

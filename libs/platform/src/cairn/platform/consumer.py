@@ -16,8 +16,9 @@ group one event at a time, so that only the failing event is retried and, in the
 """
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -32,6 +33,7 @@ from cairn.platform.postgres import is_projector, tenant_transaction, tenants_tr
 from cairn.platform.publisher import EventPublisher, Outgoing
 from cairn.platform.pull import Delivery, PullConsumer, give_back
 from cairn.platform.settings import NatsSettings
+from cairn.platform.telemetry import handed_on, recording
 
 __all__ = ["BatchHandlers", "Delivery", "Handler", "PerEvent", "PoisonEvent", "Projection", "Unit"]
 
@@ -216,8 +218,8 @@ class Projection(PullConsumer):
                 continue
             # seen before, here or in an earlier transaction: only re-publish what it emitted the first time
             again = [o.event for o in emitted[event_id]] if event_id in emitted else stored.get(event_id, [])
-            with self._span(item):
-                outgoing += [Outgoing(event, self._publisher.trace_headers()) for event in again]
+            with self._span(item) as headers:
+                outgoing += [Outgoing(event, headers()) for event in again]
         return outgoing
 
     def _transaction(self, group: Sequence[_Work]) -> Any:
@@ -231,17 +233,24 @@ class Projection(PullConsumer):
         unit = self._handlers.begin(conn, [item.event for item in items])
         emitted: dict[str, list[Outgoing]] = {}
         for item in items:
-            with self._span(item):
+            with self._span(item) as headers:
                 events = await unit.handle(item.event, item.delivery)
-                emitted[item.event.event_id] = [Outgoing(e, self._publisher.trace_headers()) for e in events]
+                emitted[item.event.event_id] = [Outgoing(e, headers()) for e in events]
         await unit.complete()
         return emitted
 
-    def _span(self, item: _Work) -> Any:
+    @contextlib.contextmanager
+    def _span(self, item: _Work) -> Iterator[Callable[[], dict[str, str]]]:
+        """The event's consumer span, when spans are recorded; yields what gives the trace headers of the events
+        it causes. Without a recorder no span is set up (a per-event cost): its trace context is handed on as is."""
+        if not recording():
+            carried = handed_on(item.raw.headers)
+            yield lambda: carried
+            return
         context = propagate.extract(item.raw.headers or {})
-        return _tracer.start_as_current_span(
-            f"{self.consumer} {item.event.type}", context=context, kind=SpanKind.CONSUMER
-        )
+        name = f"{self.consumer} {item.event.type}"
+        with _tracer.start_as_current_span(name, context=context, kind=SpanKind.CONSUMER):
+            yield self._publisher.trace_headers
 
     async def _save_outbox(
         self, conn: Connection, causes: Mapping[str, _Work], emitted: Mapping[str, list[Outgoing]]

@@ -6,9 +6,10 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any
 
-from opentelemetry import trace
+from opentelemetry import propagate, trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
@@ -46,6 +47,21 @@ def setup_tracing(service: str) -> TracerProvider | None:
     AsyncPGInstrumentor().instrument(tracer_provider=provider)  # type: ignore[no-untyped-call]
     RedisInstrumentor().instrument(tracer_provider=provider)
     return provider
+
+
+def recording() -> bool:
+    """Whether spans are recorded (an SDK tracer provider is installed): without one a span records nothing."""
+    return isinstance(trace.get_tracer_provider(), TracerProvider)
+
+
+def handed_on(headers: Mapping[str, str] | None) -> dict[str, str]:
+    """The trace headers an event caused by a message with `headers` carries when no span is recorded: its
+    trace context as the configured propagators write it, exactly what a no-op span would hand on."""
+    if not headers:
+        return {}
+    carried: dict[str, str] = {}
+    propagate.inject(carried, context=propagate.extract(headers))
+    return carried
 
 
 class JsonFormatter(logging.Formatter):

@@ -163,12 +163,35 @@ def slots_literal(pairs: Iterable[tuple[str, int]]) -> str:
     Unlike ``to_tsvector``, the cast never re-parses: what the tokenizer produced is exactly what is
     indexed, whatever the database's locale thinks a letter is, so index and ``::tsquery`` agree.
     """
-    positions: dict[str, dict[int, None]] = {}
+    pairs = pairs if isinstance(pairs, list) else list(pairs)
+    slots: dict[str, list[int]] = {}  # each distinct term once: a message repeats few of its terms
+    for term, slot in pairs:
+        where = slots.get(term)
+        if where is None:
+            slots[term] = [slot]
+        else:
+            where.append(slot)
+    if "" in slots or max(map(len, slots), default=0) > MAX_TERM_CHARS or _UNSAFE.search("".join(slots)):
+        return _made_safe_literal(pairs)  # rare: a term to clean or cut, which may then equal another term
+    return " ".join([
+        f"'{term}':{where[0]}" if len(where) == 1 and where[0] <= _MAX_POSITION else f"'{term}':{_slot_list(where)}"
+        for term, where in slots.items()
+    ])  # fmt: skip
+
+
+def _slot_list(slots: list[int]) -> str:
+    """A term's positions in first-seen order, saturated, without repeats, at most `_MAX_POSITIONS`."""
+    return ",".join(map(str, list(dict.fromkeys(min(slot, _MAX_POSITION) for slot in slots))[:_MAX_POSITIONS]))
+
+
+def _made_safe_literal(pairs: Iterable[tuple[str, int]]) -> str:
+    """`slots_literal` of terms that need cleaning: each occurrence cleaned and cut, then merged by what it became."""
+    positions: dict[str, list[int]] = {}
     for term, slot in pairs:
         safe = _UNSAFE.sub("", term)[:MAX_TERM_CHARS]
         if safe:
-            positions.setdefault(safe, {})[min(slot, _MAX_POSITION)] = None
-    return " ".join(f"'{term}':{','.join(map(str, list(where)[:_MAX_POSITIONS]))}" for term, where in positions.items())
+            positions.setdefault(safe, []).append(slot)
+    return " ".join(f"'{term}':{_slot_list(where)}" for term, where in positions.items())
 
 
 def to_tsvector_literal(terms: Iterable[str]) -> str:

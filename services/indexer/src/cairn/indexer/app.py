@@ -6,11 +6,11 @@ from fastapi import FastAPI
 
 from cairn.events import INGEST_STREAM, MEMORY_STREAM, SESSION_STREAM
 from cairn.indexer.handlers import IndexerProjection
-from cairn.indexer.memory_handlers import CONSUMER, build_memory_handlers
+from cairn.indexer.memory_handlers import CONSUMER, MemoryTranscripts, build_memory_handlers
 from cairn.indexer.memory_worker import MemoryWorker
 from cairn.indexer.settings import IndexerSettings
 from cairn.memindex import LocalEmbedder, MemoryIndex, create_embedder
-from cairn.platform.consumer import BatchHandlers, Handler, PerEvent, Projection
+from cairn.platform.consumer import BatchHandlers, Handler, Projection
 from cairn.platform.pull import Consumer
 from cairn.platform.runtime import Runtime, create_service_app, serve
 
@@ -34,7 +34,7 @@ def create_app(settings: IndexerSettings) -> FastAPI:
         return [
             projection("indexer", SESSION_STREAM, IndexerProjection()),
             # every transcript event of every tenant: a fetched batch in one transaction (migration 0025)
-            projection(CONSUMER, SESSION_STREAM, PerEvent(memory, across_tenants=True)),
+            projection(CONSUMER, SESSION_STREAM, MemoryTranscripts(index)),
             projection(CONSUMER, MEMORY_STREAM, memory),
             projection(CONSUMER, INGEST_STREAM, memory, AGENT_CONFIGURED),
             MemoryWorker(runtime.pool, index),

@@ -1,10 +1,15 @@
 """The memory index's consumers: documents (`memory.document-changed`), remembered transcript turns
 (`transcript.appended`, chunked later, debounced, by `memory_worker`) and agents' remember settings.
-Separate from the full-text projection of messages, with a consumer of their own."""
+Separate from the full-text projection of messages, with a consumer of their own.
+
+Transcript events come in batches of many tenants (`MemoryTranscripts`): a batch's turns, debounce marks and
+positions are written in three statements, as the per-event handlers would leave them one event at a time.
+"""
 
 import logging
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from cairn.events import (
@@ -18,7 +23,7 @@ from cairn.events import (
 )
 from cairn.memindex import MemoryIndex, store
 from cairn.memindex.transcripts import Turn, clean_text, is_remembered_turn, remembers
-from cairn.platform.consumer import Delivery, Handler
+from cairn.platform.consumer import Delivery, Handler, Unit
 
 log = logging.getLogger(__name__)
 CONSUMER = "memory-index"
@@ -84,3 +89,59 @@ def build_memory_handlers(index: MemoryIndex) -> dict[type, Handler]:
         SessionCreated: on_position,
         SessionForked: on_position,
     }
+
+
+TRANSCRIPT_EVENTS = frozenset({TranscriptAppended, ResetBoundary, SessionCreated, SessionForked})
+
+
+class MemoryTranscripts:
+    """The transcript consumer's handlers for a whole fetched batch: what `on_appended` and `on_position` do,
+    buffered, then written set-based before the commit (every row names its tenant)."""
+
+    across_tenants = True
+
+    def __init__(self, index: MemoryIndex) -> None:
+        self._delays = (index.settings.debounce_s, index.settings.max_delay_s)
+
+    def handles(self, event: Event) -> bool:
+        return type(event) in TRANSCRIPT_EVENTS
+
+    def begin(self, conn: Any, events: Sequence[Event]) -> Unit:
+        return _TranscriptBatch(conn, self._delays)
+
+
+class _TranscriptBatch:
+    def __init__(self, conn: Any, delays: tuple[float, float]) -> None:
+        self._conn, self._delays = conn, delays
+        self._turns: list[tuple[Any, ...]] = []
+        self._pending: dict[tuple[uuid.UUID, uuid.UUID], store.Pending] = {}  # (tenant, session) → its mark
+        self._reached: dict[tuple[uuid.UUID, str], int] = {}  # (tenant, agent) → highest ingest position
+
+    async def handle(self, event: Event, delivery: Delivery) -> Sequence[Event]:
+        assert isinstance(event, TranscriptAppended | ResetBoundary | SessionCreated | SessionForked)
+        tenant = uuid.UUID(event.tenant_id)
+        if event.ingest_seq is not None:
+            agent = (tenant, event.agent_id)
+            self._reached[agent] = max(event.ingest_seq, self._reached.get(agent, event.ingest_seq))
+        if isinstance(event, TranscriptAppended) and is_remembered_turn(event):
+            self._remember(tenant, event)
+        return []
+
+    def _remember(self, tenant: uuid.UUID, event: TranscriptAppended) -> None:
+        session_id = uuid.UUID(event.session_id)
+        turn = Turn(
+            event.position, event.reset_index, event.message_id, event.role, event.sender_name,
+            clean_text(event.text), event.occurred_at, event.external_id,
+        )  # fmt: skip
+        self._turns.append((tenant, event.agent_id, session_id, event.session_key, turn))
+        # the first mark of a session inserts its row (agent, key); later ones only lower its first position
+        mark = self._pending.get((tenant, session_id))
+        if mark is None:
+            self._pending[(tenant, session_id)] = store.Pending(event.agent_id, event.session_key, event.ingest_seq)
+        elif event.ingest_seq is not None and (mark.first_seq is None or event.ingest_seq < mark.first_seq):
+            self._pending[(tenant, session_id)] = replace(mark, first_seq=event.ingest_seq)
+
+    async def complete(self) -> None:
+        await store.add_turns(self._conn, self._turns)
+        await store.mark_pending_many(self._conn, self._pending, self._delays)
+        await store.advance_many(self._conn, self._reached)
