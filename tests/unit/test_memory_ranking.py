@@ -147,6 +147,26 @@ def test_the_answer_beside_a_matching_question_gains_from_its_neighbour() -> Non
     assert alone["answer"] == pytest.approx(alone["other"])
 
 
+def test_a_sitting_where_several_lines_speak_of_the_question_lifts_them_above_a_lucky_line() -> None:
+    def said(key: str, words: str, sitting: str) -> Turn:
+        return Turn(key, words.split(), 0.3, 0.5, conversation=sitting)
+
+    query = [("kids", 1.0), ("museum", 1.0)]
+    turns = [
+        said("lucky", "kids museum", "monday"),  # one line with both words, nothing around it
+        said("filler", "weather", "monday"),
+        said("first", "kids museum", "friday"),  # the same line, in a sitting that keeps talking about it
+        said("again", "kids loved the museum", "friday"),
+        said("more", "museum bones", "friday"),
+    ]
+    scores = rank_turns(turns, query, adjacent=[])
+    assert scores["first"] > scores["lucky"]
+    assert scores["again"] > scores["filler"]
+    assert all(0 <= s <= 1 for s in scores.values())
+    without = rank_turns(turns, query, adjacent=[], weights=TurnWeights(conversation=0.0))
+    assert without["first"] == pytest.approx(without["lucky"])
+
+
 def test_the_bench_ranks_messages_across_hits_by_their_own_scores() -> None:
     hits = [
         {"score": 0.9, "message_ids": ["a1", "a2"], "message_scores": [0.8, 0.3]},

@@ -183,8 +183,10 @@ def _rank_messages(
 ) -> dict[str, float]:
     """Every message of the transcript candidates scored on its own (`rank_turns`). Its context is the best
     score of a chunk holding it; its words are its line(s) — a long message cut into pieces has several,
-    and overlapping chunks repeat a line, counted once; its neighbours are the messages beside it."""
+    and overlapping chunks repeat a line, counted once; its neighbours are the messages beside it; its sitting
+    is its chunk's session."""
     context: dict[str, float] = {}
+    sitting: dict[str, str | None] = {}
     lines: dict[str, dict[str, None]] = {}
     adjacent: list[tuple[str, str]] = []
     for candidate in ranked:
@@ -195,6 +197,7 @@ def _rank_messages(
         aligned = len(texts) == len(detail.message_ids)
         for i, message in enumerate(detail.message_ids):
             context[message] = max(context.get(message, 0.0), candidate.score)
+            sitting[message] = detail.session_id or detail.session_key
             if aligned:
                 lines.setdefault(message, {})[texts[i]] = None
         adjacent += zip(detail.message_ids, detail.message_ids[1:], strict=False)
@@ -202,7 +205,7 @@ def _rank_messages(
     turns = []
     for message, score in context.items():
         terms, length = words.of(list(lines.get(message, ())))
-        turns.append(Turn(message, terms, cosines.get(message, 0.0), score, length))
+        turns.append(Turn(message, terms, cosines.get(message, 0.0), score, length, sitting[message]))
     return rank_turns(turns, query, adjacent)
 
 
