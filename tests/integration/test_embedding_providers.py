@@ -1,6 +1,7 @@
 """Embedding providers for real: the local model loaded from the installed wheel (offline), and the
 OpenAI-compatible client against a small HTTP server of this test that fails before it answers."""
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -9,7 +10,7 @@ import pytest
 from pydantic import SecretStr
 
 from cairn.memindex import EmbeddingSettings, LocalEmbedder, OpenAICompatibleEmbedder
-from cairn.memindex.embeddings import RemoteEmbeddingError
+from cairn.memindex.embeddings import LOCAL_DIMENSIONS, LOCAL_SLICE, RemoteEmbeddingError
 from tests.embedding_api import Handler, serving
 
 DISTRACTORS = [
@@ -53,6 +54,21 @@ async def test_local_vectors_are_512_unit_floats_with_the_model_id(local: LocalE
     assert local.model is not None
     assert local.model.startswith("use-multilingual-v3@")
     assert local.dimensions == 512
+
+
+async def test_a_short_embedding_waits_for_one_slice_of_a_long_one_not_all_of_it() -> None:
+    """A document edit's few chunks must not queue behind the whole of a long transcript being embedded."""
+    local = LocalEmbedder()  # its own: the lock it contends binds to this test's event loop
+    local.load()
+    long_texts = [f"turn {i} of a long imported conversation about trains and weather" for i in range(8 * LOCAL_SLICE)]
+    long = asyncio.create_task(local.embed(long_texts))
+    await asyncio.sleep(0)  # the long one holds the encoder first
+    short = await local.embed(["the meeting moved to Thursday"])
+    assert not long.done(), "the short call was served between the long call's slices"
+    vectors = await long
+    assert vectors.shape == (len(long_texts), LOCAL_DIMENSIONS)
+    assert np.allclose(vectors, local.encode(long_texts), atol=1e-5), "slicing changes no vector"
+    assert np.allclose(short[0], local.encode(["the meeting moved to Thursday"])[0], atol=1e-5)
 
 
 def test_the_local_model_is_read_from_the_wheel_without_network(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 Vectors = npt.NDArray[np.float32]
 LOCAL_MODEL = "use-multilingual-v3"
 LOCAL_DIMENSIONS = 512
+LOCAL_SLICE = 32  # texts per encoding call: about a second of chunks, a tenth of one of turns
 RETRIED_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
 
@@ -59,7 +60,7 @@ class NoEmbedder:
 
 
 class LocalEmbedder:
-    """The offline default. One model per process (150 MB); CPU work runs in a worker thread, one batch at a
+    """The offline default. One model per process (150 MB); CPU work runs in a worker thread, one slice at a
     time, so the event loop keeps serving while a batch is encoded."""
 
     provider = "local"
@@ -89,8 +90,13 @@ class LocalEmbedder:
         return normalise(np.asarray(self._encoder.encode(list(texts)), dtype=np.float32))
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
-        async with self._busy:
-            return await asyncio.to_thread(self.encode, texts)
+        """Encoded a slice at a time, each slice in turn with other callers': a document edit's few chunks
+        wait for one slice of a long transcript's, not for all of them (a 10,000-turn session is a minute)."""
+        parts = []
+        for start in range(0, len(texts), LOCAL_SLICE):
+            async with self._busy:
+                parts.append(await asyncio.to_thread(self.encode, texts[start : start + LOCAL_SLICE]))
+        return np.concatenate(parts) if parts else np.zeros((0, LOCAL_DIMENSIONS), dtype=np.float32)
 
 
 class RemoteEmbeddingError(RuntimeError):
