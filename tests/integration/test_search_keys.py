@@ -155,12 +155,7 @@ async def test_the_search_reads_the_tenant_keys_index(app_pool: Pool, admin: Adm
     await admin.execute("ANALYZE indexer.messages")
     built = build_query("zeppelin")
     assert built is not None
-    plans: list[str] = []
-    admin.add_log_listener(lambda _conn, message: plans.append(str(message.message)))
-    await admin.execute("LOAD 'auto_explain'")
-    for setting in ("log_min_duration = 0", "log_nested_statements = on"):
-        await admin.execute(f"SET auto_explain.{setting}")
-    await admin.execute("SET client_min_messages = log")
+    plans = await plans_of_every_statement(admin)
     hits = await admin.fetch(SEARCH_MESSAGES, uuid.UUID(tenant), built.any_terms, built.all_terms, 5, 0, None, None,
                              list(built.lexemes), list(built.weights), 1000)  # fmt: skip
     assert len(hits) == 2
@@ -169,6 +164,17 @@ async def test_the_search_reads_the_tenant_keys_index(app_pool: Pool, admin: Adm
     matching = [plan for plan in plans if "@@ keyed" in plan]
     assert matching, "\n".join(plans)
     assert all("messages_tenant_terms" in plan for plan in matching), "\n".join(matching)
+
+
+async def plans_of_every_statement(admin: Admin) -> list[str]:
+    """The plans auto_explain reports from now on for this connection, nested statements included."""
+    plans: list[str] = []
+    admin.add_log_listener(lambda _conn, message: plans.append(str(message.message)))
+    await admin.execute("LOAD 'auto_explain'")
+    for setting in ("log_min_duration = 0", "log_nested_statements = on"):
+        await admin.execute(f"SET auto_explain.{setting}")
+    await admin.execute("SET client_min_messages = log")
+    return plans
 
 
 def _row(tenant: str, position: int, text: str) -> tuple[object, ...]:
@@ -186,12 +192,7 @@ async def test_a_term_in_most_of_the_tenants_messages_is_found_walking_back_from
     async with tenant_transaction(app_pool, tenant) as conn:
         await store.insert_messages(conn, rows)
     await admin.execute("ANALYZE indexer.messages")
-    plans: list[str] = []
-    admin.add_log_listener(lambda _conn, message: plans.append(str(message.message)))
-    await admin.execute("LOAD 'auto_explain'")
-    for setting in ("log_min_duration = 0", "log_nested_statements = on"):
-        await admin.execute(f"SET auto_explain.{setting}")
-    await admin.execute("SET client_min_messages = log")
+    plans = await plans_of_every_statement(admin)
     await admin.execute("SELECT set_config('cairn.tenant_id', $1, false)", tenant)
     walked = await admin.fetch(MATCHES, uuid.UUID(tenant), "'routine'")
     assert any("messages_tenant_recent" in plan and "@@ keyed" not in plan for plan in plans), "\n".join(plans)
