@@ -70,5 +70,5 @@ async def _rebuild_tenant(
         )
         out.documents += 1
     for session in await conn.fetch(SESSIONS, tenant_id):
-        out.chunks += await index.index_session(conn, tenant, session["agent_id"], session["session_id"])
+        out.chunks += (await index.index_session(conn, tenant, session["agent_id"], session["session_id"])).chunks
         out.sessions += 1

@@ -7,6 +7,7 @@ import re
 import uuid
 from collections.abc import Sequence
 from datetime import date, datetime
+from typing import NamedTuple
 
 import numpy as np
 
@@ -40,6 +41,11 @@ def content_hash(text: str) -> bytes:
     return hashlib.sha256(text.encode()).digest()
 
 
+class Indexed(NamedTuple):
+    chunks: int  # chunks written (the last one of the previous call rewritten among them)
+    more: bool  # turns past this slice are still to be chunked
+
+
 class MemoryIndex:
     def __init__(self, embedder: Embedder, settings: MemoryIndexSettings) -> None:
         self.embedder, self.settings = embedder, settings
@@ -69,16 +75,25 @@ class MemoryIndex:
             for s in spans
         ]
 
-    async def index_session(self, conn: Connection, tenant: str, agent: str, session_id: uuid.UUID) -> int:
-        """Re-chunk the transcript from its last chunk on (earlier chunks never change: see `chunking`)."""
+    async def index_session(
+        self, conn: Connection, tenant: str, agent: str, session_id: uuid.UUID, slice_turns: int | None = None
+    ) -> Indexed:
+        """Re-chunk the transcript from its last chunk on (earlier chunks never change: see `chunking`). With
+        `slice_turns`, only about that many turns are taken, so a long transcript is indexed in several
+        short transactions: the next call goes on from the slice's last chunk, which may have been cut
+        short by the slice's end, exactly as it would after turns were appended."""
         tenant_id = uuid.UUID(tenant)
-        start, turns, key = await store.session_tail(conn, tenant_id, session_id)
-        rows = self.session_rows(key, session_id, turns)
+        while True:
+            start, turns, key, more = await store.session_tail(conn, tenant_id, session_id, slice_turns)
+            rows = self.session_rows(key, session_id, turns)
+            if not more or slice_turns is None or max((row.start_line for row in rows), default=start) > start:
+                break
+            slice_turns *= 2  # the slice fits in one chunk: the next call would start at the same turn again
         vectors = await self._vectors(conn, tenant_id, rows)
         await store.delete_session_from(conn, tenant_id, agent, session_id, start)
         await store.insert_chunks(conn, tenant_id, agent, rows, self.embedder.model, vectors)
         await self._turn_vectors(conn, tenant_id, session_id, start, turns)
-        return len(rows)
+        return Indexed(len(rows), more)
 
     async def _turn_vectors(
         self, conn: Connection, tenant: uuid.UUID, session_id: uuid.UUID, start: int, turns: Sequence[Turn]

@@ -37,6 +37,9 @@ class MemoryIndexSettings(BaseSettings):
     debounce_s: float = Field(default=5.0, ge=0, le=600, description="quiet time before new turns are chunked")
     max_delay_s: float = Field(default=60.0, ge=0, description="a busy session is chunked at least this often")
     poll_s: float = Field(default=1.0, gt=0, description="how often due sessions are looked for")
+    slice_turns: int = Field(
+        default=256, ge=1, le=100_000, description="turns of a transcript chunked and embedded per transaction"
+    )
     reembed_check_s: float = Field(
         default=30.0, gt=0, description="how often vectors of another model than the configured one are looked for"
     )

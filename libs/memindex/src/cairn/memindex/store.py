@@ -88,7 +88,7 @@ WHERE tenant_id = $1 AND session_id = $2 AND session_id IS NOT NULL
 TURNS_FROM = """
 SELECT position, reset_index, message_id::text, role, sender_name, text, occurred_at, session_key, external_id
 FROM indexer.memory_turns WHERE tenant_id = $1 AND session_id = $2 AND position >= $3
-ORDER BY position
+ORDER BY position LIMIT $4
 """
 DELETE_SESSION_FROM = """
 DELETE FROM indexer.memory_chunks WHERE tenant_id = $1 AND session_id = $2 AND start_line >= $3
@@ -289,12 +289,16 @@ async def save_remember(conn: Connection, tenant: uuid.UUID, agent: str, remembe
     return None if value is None else bool(value)
 
 
-async def session_tail(conn: Connection, tenant: uuid.UUID, session_id: uuid.UUID) -> tuple[int, list[Turn], str]:
-    """Where the session's last chunk starts, the turns from there on, and the session's key."""
+async def session_tail(
+    conn: Connection, tenant: uuid.UUID, session_id: uuid.UUID, limit: int | None = None
+) -> tuple[int, list[Turn], str, bool]:
+    """Where the session's last chunk starts, the turns from there on (at most `limit`), the session's key,
+    and whether more turns follow."""
     start = int(await conn.fetchval(LAST_CHUNK_START, tenant, session_id))
-    rows = await conn.fetch(TURNS_FROM, tenant, session_id, start)
-    turns = [_turn(r) for r in rows]
-    return start, turns, (rows[-1]["session_key"] if rows else "")
+    rows = await conn.fetch(TURNS_FROM, tenant, session_id, start, None if limit is None else limit + 1)
+    more = limit is not None and len(rows) > limit
+    turns = [_turn(r) for r in rows[:limit]]
+    return start, turns, (rows[-1]["session_key"] if rows else ""), more
 
 
 async def delete_session_from(

@@ -1,6 +1,7 @@
 """Background work of the memory index, polled: sessions whose debounce ran out are chunked, and chunks
 embedded by another model than the configured one are re-embedded in batches (the search uses only
-vectors of the configured model meanwhile, so the index is never mixed). Idempotent; every replica may
+vectors of the configured model meanwhile, so the index is never mixed). A long transcript is chunked a
+slice of turns per transaction. Idempotent; every replica may
 run it: a due session is claimed with SKIP LOCKED. Vectors of another model are looked for at start and
 again every `reembed_check_s` once none are left: a replica still running the old model during a rolling
 deploy, or a restored backup, writes some later. New chunks always get the configured model."""
@@ -55,14 +56,19 @@ class MemoryWorker:
         return done
 
     async def index_session(self, tenant: str, session_id: uuid.UUID) -> int:
-        """Chunk one due session if no other replica holds it; 1 when done, 0 when skipped."""
+        """Chunk one slice of a due session if no other replica holds it; 1 when done, 0 when skipped. A long
+        transcript stays due until its last slice: each round of the worker takes one slice of every due
+        session, so a 10,000-turn import holds neither a transaction for minutes nor the sessions behind it."""
         async with tenant_transaction(self._pool, tenant) as conn:
             agent = await store.claim_pending(conn, uuid.UUID(tenant), session_id)
             if agent is None:
                 return 0
+            more = False
             if await store.remembers(conn, uuid.UUID(tenant), agent):
-                await self._index.index_session(conn, tenant, agent, session_id)
-            await store.finish_pending(conn, uuid.UUID(tenant), session_id)
+                slice_turns = self._index.settings.slice_turns
+                more = (await self._index.index_session(conn, tenant, agent, session_id, slice_turns)).more
+            if not more:
+                await store.finish_pending(conn, uuid.UUID(tenant), session_id)
         return 1
 
     async def reembed_some(self) -> int:
