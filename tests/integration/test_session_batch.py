@@ -31,10 +31,11 @@ from cairn.events import (
 )
 from cairn.platform.consumer import Delivery
 from cairn.platform.postgres import tenant_transaction, tenants_transaction
+from cairn.session.batched import BatchedTranscripts, Opening
 from cairn.session.handlers import SessionHandlers
 from cairn.session.projection import SessionProjection
 from cairn.session.settings import CompactionSettings, SessionSettings
-from cairn.session.store import PostgresTranscripts
+from cairn.session.store import Entry, PostgresTranscripts
 
 pytestmark = pytest.mark.integration
 
@@ -250,3 +251,84 @@ async def test_an_incognito_message_in_a_batch_leaves_no_row_at_all(app_pool: Po
     entries, sessions = await stored(app_pool, tenant)
     assert [s[0] for s in sessions] == [K1]
     assert [e[5] for e in entries] == ["before", "after"]
+
+
+async def test_open_many_creates_locks_and_finds_adapter_ids_of_the_transactions_tenants_only(
+    projector_pool: Pool, admin: Any
+) -> None:
+    """`session.open_many` (0055), the prefetch's one statement: new keys get a session (remembered in
+    key_sessions, reported `created`), existing ones come back as they are with their agent's settings, every
+    returned session is locked by the caller, and the stored adapter ids are found — for the tenants of the
+    transaction only (row-level security applies as to the statements it replaced)."""
+    first, second, outsider = (str(uuid.uuid4()) for _ in range(3))
+    async with tenants_transaction(projector_pool, [first, second]) as conn:  # an existing session with an entry
+        batch = BatchedTranscripts(conn)
+        await batch.prefetch([Opening(first, "main", K1, "direct", "telegram")], [])
+        session = await batch.open_session(first, "main", K1, "direct", "telegram")
+        entry = Entry("message", "telegram", "x1", START, START, 1, "user", "hi", token_estimate=1)
+        await batch.append(first, session, entry)
+        await batch.flush()
+        await PostgresTranscripts(conn).save_agent_settings(
+            first, "main", 1, AgentConfig(reset=ResetPolicy(mode="idle", idle_minutes=5), context_window=4000)
+        )
+    async with tenant_transaction(projector_pool, outsider) as conn:  # the same adapter id in another tenant
+        await PostgresTranscripts(conn).append(
+            outsider, await PostgresTranscripts(conn).open_session(outsider, "main", K2, "direct", "telegram"),
+            Entry("message", "telegram", "x2", START, START, 1, "user", "elsewhere"),
+        )  # fmt: skip
+
+    keys = [(second, "main", K2), (first, "main", K1), (second, "main", K1)]
+    externals = [(first, "telegram", "x1"), (second, "telegram", "x1"), (first, "telegram", "x2"),
+                 (outsider, "telegram", "x2")]  # fmt: skip
+    new_ids = [uuid.uuid4() for _ in keys]
+    async with tenants_transaction(projector_pool, [first, second]) as conn:
+        rows = await conn.fetch(
+            "SELECT * FROM session.open_many($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            [uuid.UUID(k[0]) for k in keys], [k[1] for k in keys], [k[2] for k in keys], new_ids,
+            ["group", "direct", "direct"], ["slack", "telegram", "telegram"],
+            [uuid.UUID(e[0]) for e in externals], [e[1] for e in externals], [e[2] for e in externals],
+        )  # fmt: skip
+        locked = [r for r in rows if r["session_id"] is not None]
+        found = [(str(r["tenant_id"]), r["channel"], r["external_id"]) for r in rows if r["session_id"] is None]
+        with pytest.raises(asyncpg.LockNotAvailableError):  # the caller holds every returned row's lock
+            async with admin.transaction():
+                await admin.execute(
+                    "SELECT 1 FROM session.sessions WHERE tenant_id = ANY($1::uuid[]) FOR UPDATE NOWAIT",
+                    [uuid.UUID(first), uuid.UUID(second)],
+                )
+
+    holders = await admin.fetch(
+        """SELECT s.tenant_id, s.session_key FROM session.sessions s
+           WHERE s.tenant_id = ANY($1::uuid[]) ORDER BY 1, 2""",
+        [uuid.UUID(first), uuid.UUID(second)],
+    )
+    by_key = {(str(r["tenant_id"]), r["session_key"]): r for r in locked}
+    assert list(by_key) == sorted(by_key), "locked in key order"
+    assert set(by_key) == {(second, K2), (first, K1), (second, K1)}
+    old = by_key[(first, K1)]
+    assert (old["created"], old["session_id"], old["last_position"]) == (False, uuid.UUID(session.session_id), 1)
+    assert (old["context_window"], old["window_tokens"], old["chat_type"]) == (4000, 1, "direct")
+    assert '"idle"' in old["reset_policy"]
+    for tenant, key, new_id, chat_type in ((second, K2, new_ids[0], "group"), (second, K1, new_ids[2], "direct")):
+        row = by_key[(tenant, key)]
+        assert (row["created"], row["session_id"], row["last_position"], row["chat_type"]) == (
+            True, new_id, 0, chat_type
+        )  # fmt: skip
+        assert row["context_window"] is None
+    assert [(str(r["tenant_id"]), r["session_key"]) for r in holders] == sorted(
+        [(first, K1), (second, K1), (second, K2)]
+    )
+    remembered = await admin.fetch(
+        "SELECT tenant_id, session_key, session_id FROM session.key_sessions WHERE tenant_id = ANY($1::uuid[])",
+        [uuid.UUID(second), uuid.UUID(outsider)],
+    )
+    assert {(str(r["tenant_id"]), r["session_key"], r["session_id"]) for r in remembered} == {
+        (second, K2, new_ids[0]), (second, K1, new_ids[2]),
+        (outsider, K2, (await admin.fetchval(
+            "SELECT session_id FROM session.sessions WHERE tenant_id = $1", uuid.UUID(outsider)))),
+    }  # fmt: skip
+    assert found == [(first, "telegram", "x1")], "the outsider's x2 is not seen, nor first's x1 in second"
+    outsider_rows = await admin.fetchval(
+        "SELECT count(*) FROM session.sessions WHERE tenant_id = $1", uuid.UUID(outsider)
+    )
+    assert outsider_rows == 1, "no session was created for a tenant outside the set"

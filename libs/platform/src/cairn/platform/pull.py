@@ -24,6 +24,8 @@ from cairn.platform.settings import NatsSettings
 
 log = logging.getLogger(__name__)
 
+_V1_TOKENS, _V2_MIN_TOKENS = 9, 11  # ack subjects without and with domain + account hash (+ a random token)
+
 
 @dataclass(frozen=True)
 class Delivery:
@@ -35,6 +37,14 @@ class Delivery:
 
     @classmethod
     def of(cls, raw: Msg) -> "Delivery":
+        """Read from the ack subject, `$JS.ACK.<stream>.<consumer>.<delivered>.<stream seq>.…` (9 tokens) or,
+        with a domain and account hash, 11 or more; nats-py's `metadata` parses every field (a timezone-aware
+        timestamp too), a measurable cost per message, so only what is used is read here and anything else
+        is left to it (it raises for a message that did not come from JetStream)."""
+        tokens = (raw.reply or "").split(".")
+        if tokens[:2] == ["$JS", "ACK"] and (len(tokens) == _V1_TOKENS or len(tokens) >= _V2_MIN_TOKENS):
+            first = 4 if len(tokens) == _V1_TOKENS else 6  # where the delivery count sits
+            return cls(int(tokens[first + 1]), int(tokens[first]), raw.subject)
         meta = raw.metadata
         return cls(meta.sequence.stream, meta.num_delivered, raw.subject)
 

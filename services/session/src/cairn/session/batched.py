@@ -2,8 +2,8 @@
 (every statement names each row's tenant; see `tenants_transaction`).
 
 `prefetch` creates, locks and loads every session a run of messages touches, and looks up their adapter
-ids, in four statements; `append` then allocates positions from the locked rows in memory and buffers the
-entry; `flush` writes all buffered entries in one INSERT and every touched session in one UPDATE. Anything
+ids, in one statement (`session.open_many`); `append` then allocates positions from the locked rows in memory
+and buffers the entry; `flush` writes all buffered entries and every touched session in one statement. Anything
 else (resets that read the window, rotations, forks, compaction, agent settings) flushes first and runs on
 `PostgresTranscripts`, so it sees exactly what the plain store would.
 """
@@ -16,7 +16,6 @@ from typing import Any
 from cairn.events import AgentConfig
 from cairn.events.models import TranscriptLine
 from cairn.session.store import (
-    LOCK_COLUMNS,
     CopiedMessage,
     Entry,
     ForkSource,
@@ -25,52 +24,30 @@ from cairn.session.store import (
     session_row,
 )
 
-CREATE_SESSIONS = """
-INSERT INTO session.sessions (tenant_id, agent_id, session_key, session_id, chat_type, channel)
-SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[], $5::text[], $6::text[])
-    AS k(tenant_id, agent_id, session_key, session_id, chat_type, channel)
-ON CONFLICT (tenant_id, agent_id, session_key) DO NOTHING
-RETURNING tenant_id, agent_id, session_key, session_id
-"""
-REMEMBER_IDS = """
-INSERT INTO session.key_sessions (tenant_id, agent_id, session_key, session_id)
-SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::uuid[]) AS k(tenant_id, agent_id, session_key, session_id)
-ON CONFLICT DO NOTHING
-"""
-# Locked in key order, so two writers that ever meet (a partition changing hands) cannot deadlock.
-LOCK_SESSIONS = f"""
-SELECT s.tenant_id, s.agent_id, {LOCK_COLUMNS}
-FROM session.sessions s
-JOIN unnest($1::uuid[], $2::text[], $3::text[]) AS k(tenant_id, agent_id, session_key)
-    USING (tenant_id, agent_id, session_key)
-LEFT JOIN session.agent_settings a ON a.tenant_id = s.tenant_id AND a.agent_id = s.agent_id
-ORDER BY s.tenant_id, s.agent_id, s.session_key
-FOR UPDATE OF s
-"""
-FIND_EXTERNALS = """
-SELECT tenant_id, channel, external_id FROM session.entries
-WHERE (tenant_id, channel, external_id) IN (SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[]))
-  AND external_id IS NOT NULL
-"""
-INSERT_ENTRIES = """
-INSERT INTO session.entries (tenant_id, session_id, position, kind, message_id, channel, external_id, role, text,
-    sender_name, peer_id, reset_index, token_estimate, occurred_at, recorded_at, ingest_seq)
-SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::uuid[], $6::text[], $7::text[], $8::text[],
-    $9::text[], $10::text[], $11::text[], $12::int[], $13::int[], $14::timestamptz[], $15::timestamptz[],
-    $16::bigint[])
-"""
-# The rows are locked by this transaction, so absolute values are what the per-message updates would reach.
-UPDATE_SESSIONS = """
+# Creates (and remembers) the sessions of a run of messages, locks and loads them in key order, and finds the stored
+# adapter ids: one round trip (0055).
+OPEN_MANY = "SELECT * FROM session.open_many($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+# The entries and the sessions' new state in one statement. The rows are locked by this transaction, so absolute
+# values are what the per-message updates would reach.
+FLUSH = """
+WITH appended AS (
+    INSERT INTO session.entries (tenant_id, session_id, position, kind, message_id, channel, external_id, role, text,
+        sender_name, peer_id, reset_index, token_estimate, occurred_at, recorded_at, ingest_seq)
+    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::text[], $5::uuid[], $6::text[], $7::text[],
+        $8::text[], $9::text[], $10::text[], $11::text[], $12::int[], $13::int[], $14::timestamptz[],
+        $15::timestamptz[], $16::bigint[])
+)
 UPDATE session.sessions s SET last_position = u.last_position, reset_index = u.reset_index,
     window_tokens = u.window_tokens, window_bytes = u.window_bytes, compaction_flagged = u.compaction_flagged,
     last_activity_at = u.last_activity_at, message_count = s.message_count + u.messages,
     status = CASE WHEN u.messages > 0 THEN 'active' ELSE s.status END, updated_at = now()
-FROM unnest($1::uuid[], $2::uuid[], $3::int[], $4::int[], $5::bigint[], $6::bigint[], $7::bool[],
-    $8::timestamptz[], $9::int[])
+FROM unnest($17::uuid[], $18::uuid[], $19::int[], $20::int[], $21::bigint[], $22::bigint[], $23::bool[],
+    $24::timestamptz[], $25::int[])
     AS u(tenant_id, session_id, last_position, reset_index, window_tokens, window_bytes, compaction_flagged,
          last_activity_at, messages)
 WHERE s.tenant_id = u.tenant_id AND s.session_id = u.session_id
 """
+_ENTRY_COLUMNS = 16
 
 
 @dataclass(frozen=True)
@@ -97,36 +74,24 @@ class BatchedTranscripts:
 
     async def prefetch(self, openings: list[Opening], external_ids: list[tuple[str, str, str]]) -> None:
         """Create, lock and load the sessions these messages open (of any tenant of the transaction); learn
-        which adapter ids `(tenant, channel, external id)` are stored."""
-        todo = {(o.tenant, o.agent, o.key): o for o in openings if (o.tenant, o.agent, o.key) not in self._keys}
-        if todo:
-            await self._open_many(list(todo.values()))
+        which adapter ids `(tenant, channel, external id)` are stored. One statement."""
+        keyed = {(o.tenant, o.agent, o.key): o for o in openings}
+        todo = [o for key, o in keyed.items() if key not in self._keys]
         triples = list(dict.fromkeys(p for p in external_ids if p not in self._seen))
-        if triples:
-            tenants, channels, ids = ([t[i] for t in triples] for i in range(3))
-            found = await self._conn.fetch(FIND_EXTERNALS, [uuid.UUID(t) for t in tenants], channels, ids)
-            self._seen.update(dict.fromkeys(triples, False))
-            self._seen.update(
-                dict.fromkeys(((str(r["tenant_id"]), r["channel"], r["external_id"]) for r in found), True)
-            )
-
-    async def _open_many(self, openings: list[Opening]) -> None:
-        tenants, agents, keys = (
-            [uuid.UUID(o.tenant) for o in openings],
-            [o.agent for o in openings],
-            [o.key for o in openings],
-        )
-        new_ids = [uuid.uuid4() for _ in openings]
-        created = await self._conn.fetch(
-            CREATE_SESSIONS, tenants, agents, keys, new_ids, [o.chat_type for o in openings],
-            [o.channel for o in openings],
+        if not todo and not triples:
+            return
+        rows = await self._conn.fetch(
+            OPEN_MANY, [uuid.UUID(o.tenant) for o in todo], [o.agent for o in todo], [o.key for o in todo],
+            [uuid.uuid4() for _ in todo], [o.chat_type for o in todo], [o.channel for o in todo],
+            [uuid.UUID(t[0]) for t in triples], [t[1] for t in triples], [t[2] for t in triples],
         )  # fmt: skip
-        if created:
-            await self._conn.execute(
-                REMEMBER_IDS, *([r[c] for r in created] for c in ("tenant_id", "agent_id", "session_key", "session_id"))
-            )
-        self._new |= {str(r["session_id"]) for r in created}
-        for row in await self._conn.fetch(LOCK_SESSIONS, tenants, agents, keys):
+        self._seen.update(dict.fromkeys(triples, False))
+        for row in rows:
+            if row["session_id"] is None:  # a stored adapter id
+                self._seen[(str(row["tenant_id"]), row["channel"], row["external_id"])] = True
+                continue
+            if row["created"]:
+                self._new.add(str(row["session_id"]))
             self._keep((str(row["tenant_id"]), row["agent_id"], row["session_key"]), session_row(row, created=False))
 
     def _keep(self, key: tuple[str, str, str], row: SessionRow) -> SessionRow:
@@ -181,13 +146,12 @@ class BatchedTranscripts:
         self._messages.setdefault(session.session_id, 0)
 
     async def flush(self, tenant: str | None = None) -> None:
-        """Write the buffered entries and the touched sessions' new state, of every tenant: two statements."""
-        if self._entries:
-            await self._conn.execute(INSERT_ENTRIES, *(list(c) for c in zip(*self._entries, strict=True)))
-        if self._messages:
+        """Write the buffered entries and the touched sessions' new state, of every tenant: one statement."""
+        if self._entries or self._messages:
+            entries = [list(c) for c in zip(*self._entries, strict=True)] or [[] for _ in range(_ENTRY_COLUMNS)]
             rows = [(self._rows[s], n) for s, n in self._messages.items()]
             await self._conn.execute(
-                UPDATE_SESSIONS, [self._tenants[r.session_id] for r, _ in rows],
+                FLUSH, *entries, [self._tenants[r.session_id] for r, _ in rows],
                 [uuid.UUID(r.session_id) for r, _ in rows],
                 [r.last_position for r, _ in rows], [r.reset_index for r, _ in rows],
                 [r.window_tokens for r, _ in rows], [r.window_bytes for r, _ in rows],
