@@ -19,7 +19,6 @@ from cairn.events import (
     SessionCreated,
     SessionForked,
     TranscriptAppended,
-    new_event_id,
     utc_now,
 )
 from cairn.events.models import ChatType, ResetReason
@@ -100,11 +99,8 @@ class SessionHandlers:
             activity,
         )
         position, message_id = await store.append(tenant, session, entry)
-        # Built from fields already validated (the received event, the locked row, the store's position and id):
-        # constructed without validating them again, a per-message cost; the unit tests decode it back equal.
-        appended = TranscriptAppended.model_construct(
-            event_id=new_event_id(), recorded_at=utc_now(), tenant_id=tenant, agent_id=event.agent_id,
-            causation_id=event.event_id, occurred_at=event.occurred_at,
+        appended = TranscriptAppended(
+            tenant_id=tenant, agent_id=event.agent_id, causation_id=event.event_id, occurred_at=event.occurred_at,
             session_key=key, session_id=session.session_id, position=position, reset_index=session.reset_index,
             message_id=message_id, external_id=msg.message_id, role=msg.role, text=msg.text,
             sender_name=msg.sender_name, peer_id=msg.peer_id, channel=msg.channel, chat_type=msg.chat_type,
