@@ -1,0 +1,108 @@
+"""Memory search's lexical matching chooses its plan per call from the agent's own newest chunks (migration 0058):
+a term in many of them walks the agent back in time, a rare one reads the full-text index, whatever the table-wide
+statistics say; both ways answer the most recent `cap` matches, the same rows."""
+
+import uuid
+from typing import TypeAlias
+
+import asyncpg
+import pytest
+
+from cairn.platform.postgres import tenant_transaction
+from tests.integration.test_memory_reads import _row, _write
+from tests.integration.test_search_keys import plans_of_every_statement
+
+pytestmark = pytest.mark.integration
+
+Pool: TypeAlias = "asyncpg.Pool[asyncpg.Record]"
+Admin: TypeAlias = "asyncpg.Connection[asyncpg.Record]"
+
+MATCHES = "SELECT chunk_id::text FROM indexer.matching_memory_chunks($1, 'main', $2::text[], $3, $4::tsquery, $5)"
+# The answer by definition: the most recent `cap` matches, read as the owner without any of the functions.
+EXPECTED = """
+SELECT chunk_id::text FROM indexer.memory_chunks
+WHERE tenant_id = $1 AND agent_id = 'main' AND source = ANY($2::text[])
+  AND ($3::text IS NULL OR session_key IS DISTINCT FROM $3) AND terms @@ $4::tsquery
+ORDER BY occurred_at DESC NULLS LAST, chunk_id LIMIT $5
+"""
+WALKED, BITMAP = "memory_chunks_recent", "Bitmap Index Scan on memory_chunks_tenant_terms"
+
+
+async def _chunks(pool: Pool, texts: list[str]) -> str:
+    """A tenant whose agent holds one chunk per text, the last one the newest."""
+    tenant = str(uuid.uuid4())
+    rows = [_row(text, minutes) for minutes, text in enumerate(texts)]
+    rows[-1:] = [_row(texts[-1], len(texts), session="agent:main:telegram:1")]  # the newest is a transcript chunk
+    await _write(pool, tenant, rows)
+    return tenant
+
+
+async def _matches(
+    admin: Admin, tenant: str, query: str, cap: int, *, sources: tuple[str, ...] = ("memory", "sessions"),
+    exclude: str | None = None
+) -> tuple[list[str], str]:  # fmt: skip
+    """The function's answer as the calling tenant, and the plans of the statements it ran."""
+    plans = await plans_of_every_statement(admin)
+    await admin.execute("SELECT set_config('cairn.tenant_id', $1, false)", tenant)
+    rows = await admin.fetch(MATCHES, uuid.UUID(tenant), list(sources), exclude, query, cap)
+    await admin.execute("LOAD 'auto_explain'")
+    await admin.execute("SET auto_explain.log_min_duration = -1")
+    expected = await admin.fetch(EXPECTED, uuid.UUID(tenant), list(sources), exclude, query, cap)
+    assert [r[0] for r in rows] == [r[0] for r in expected]
+    return [r[0] for r in rows], "\n".join(plans)
+
+
+async def test_a_term_in_most_of_the_newest_chunks_walks_back_and_a_rare_one_reads_the_index(
+    app_pool: Pool, admin: Admin
+) -> None:
+    """Statistics say nothing here (no ANALYZE of these rows): the newest chunks decide."""
+    texts = [f"routine chat number {i}" + (" about the zeppelin tour" if i % 500 == 7 else "") for i in range(1500)]
+    tenant = await _chunks(app_pool, texts)
+    walked, plans = await _matches(admin, tenant, "'routine'", 50)
+    assert len(walked) == 50
+    assert WALKED in plans, plans
+    assert BITMAP not in plans, plans
+    rare, plans = await _matches(admin, tenant, "'zeppelin' & 'tour'", 50)
+    assert len(rare) == 3
+    assert BITMAP in plans, plans
+
+
+async def test_the_plan_follows_the_agent_not_the_table_wide_statistics(app_pool: Pool, admin: Admin) -> None:
+    """One tenant has 'harbour' in every chunk, another in a few of its 1,500; after ANALYZE the table's statistics
+    call it frequent (or rare) for both. Each agent still gets the plan its own chunks call for."""
+    everywhere = await _chunks(app_pool, [f"harbour log entry {i}" for i in range(3000)])
+    few = await _chunks(app_pool, [f"garden note {i}" + (" harbour" if i % 400 == 3 else "") for i in range(1500)])
+    await admin.execute("ANALYZE indexer.memory_chunks")
+    walked, plans = await _matches(admin, everywhere, "'harbour'", 40)
+    assert len(walked) == 40
+    assert WALKED in plans, plans
+    assert BITMAP not in plans, plans
+    rare, plans = await _matches(admin, few, "'harbour'", 40)
+    assert len(rare) == 4
+    assert BITMAP in plans, plans
+
+
+@pytest.mark.parametrize("query", ["'routine'", "'zeppelin' & 'tour'", "'routine' | 'zeppelin'", "'absent'"])
+@pytest.mark.parametrize(("sources", "exclude"), [(("memory", "sessions"), None), (("memory",), None),
+                                                  (("memory", "sessions"), "agent:main:telegram:1")])  # fmt: skip
+async def test_both_plans_answer_the_most_recent_matches_of_the_agent_sources_and_session(
+    app_pool: Pool, admin: Admin, query: str, sources: tuple[str, ...], exclude: str | None
+) -> None:
+    texts = [f"routine chat number {i}" + (" about the zeppelin tour" if i % 50 == 7 else "") for i in range(400)]
+    texts.append("routine: the zeppelin tour is booked")  # the newest, a transcript chunk
+    tenant = await _chunks(app_pool, texts)
+    for cap in (1, 5, 300, 1000):
+        await _matches(admin, tenant, query, cap, sources=sources, exclude=exclude)
+
+
+async def test_another_tenants_matches_are_never_answered(app_pool: Pool, admin: Admin) -> None:
+    tenant = await _chunks(app_pool, ["zeppelin tour one", "zeppelin tour two"])
+    await admin.execute("SELECT set_config('cairn.tenant_id', $1, false)", str(uuid.uuid4()))
+    assert await admin.fetch(MATCHES, uuid.UUID(tenant), ["memory", "sessions"], None, "'zeppelin'", 10) == []
+    async with tenant_transaction(app_pool, str(uuid.uuid4())) as conn:
+        assert await conn.fetch(MATCHES, uuid.UUID(tenant), ["memory", "sessions"], None, "'zeppelin'", 10) == []
+    for helper in ("memory_matches_walking", "memory_matches_by_bitmap"):
+        async with tenant_transaction(app_pool, tenant) as conn:  # only the dispatcher is granted
+            with pytest.raises(asyncpg.InsufficientPrivilegeError):
+                await conn.fetch(f"SELECT * FROM indexer.{helper}($1, 'main', '{{memory}}', NULL, 'zeppelin', 10)",
+                                 uuid.UUID(tenant))  # fmt: skip
