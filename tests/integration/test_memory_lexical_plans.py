@@ -9,8 +9,10 @@ import asyncpg
 import pytest
 
 from cairn.platform.postgres import tenant_transaction
+from cairn.text import build_query
 from tests.integration.test_memory_reads import _row, _write
 from tests.integration.test_search_keys import plans_of_every_statement
+from tests.search_cases import CASES, CORPUS
 
 pytestmark = pytest.mark.integration
 
@@ -106,3 +108,68 @@ async def test_another_tenants_matches_are_never_answered(app_pool: Pool, admin:
             with pytest.raises(asyncpg.InsufficientPrivilegeError):
                 await conn.fetch(f"SELECT * FROM indexer.{helper}($1, 'main', '{{memory}}', NULL, 'zeppelin', 10)",
                                  uuid.UUID(tenant))  # fmt: skip
+
+
+async def test_a_conjunction_in_a_few_of_the_newest_chunks_walks_the_index_entries_by_their_term_bits(
+    app_pool: Pool, admin: Admin
+) -> None:
+    """2.5% of the chunks hold both words: too few for a plain walk to the cap, enough for the walk by bits, which
+    reads the recency index alone and fetches only the chunks whose bits hold both words' bits."""
+    texts = [f"routine chat number {i}" + (" about the zeppelin tour" if i % 40 == 7 else "") for i in range(3000)]
+    tenant = await _chunks(app_pool, texts)
+    found, plans = await _matches(admin, tenant, "'zeppelin' & 'tour'", 300)
+    assert len(found) == 75
+    assert "Index Only Scan using memory_chunks_recent" in plans, plans
+    assert BITMAP not in plans, plans
+
+
+async def test_the_required_term_bits_never_leave_out_a_chunk_the_query_matches(app_pool: Pool, admin: Admin) -> None:
+    """For every search suite query (all words, any word) over the suite's texts as chunks: a chunk its terms match
+    holds every required bit. Some queries do have required bits (or nothing would be checked)."""
+    tenant = await _chunks(app_pool, [text for text, _ in CORPUS.values()])
+    missed = """
+    WITH q AS (SELECT $2::tsquery AS query, indexer.required_term_bits($2::tsquery) AS required)
+    SELECT count(*) FILTER (WHERE terms @@ q.query AND (term_bits & q.required) <> q.required),
+           count(*) FILTER (WHERE terms @@ q.query), bool_or(q.required <> repeat('0', 512)::bit(512))
+    FROM indexer.memory_chunks, q WHERE tenant_id = $1
+    """
+    matched, with_bits = 0, 0
+    for case in CASES:
+        built = build_query(case.query)
+        assert built is not None
+        for query in (built.all_terms, built.any_terms):
+            row = await admin.fetchrow(missed, uuid.UUID(tenant), query)
+            assert row is not None
+            assert row[0] == 0, f"{case.id}: {query!r} leaves out {row[0]} of {row[1]} chunks"
+            matched += row[1]
+            with_bits += bool(row[2]) and row[1] > 0
+    assert matched > len(CASES)
+    assert with_bits > len(CASES) // 2
+
+
+@pytest.mark.parametrize(
+    ("terms", "query", "bits"),
+    [
+        ("'it''s':1 'fine':2", "'it''s' & 'fine'", 2),
+        ("'back\\\\slash':1 'x':2", "'back\\\\slash' & 'x'", 2),
+        ("'one':1 'two':5", "'one' & ('two' | 'three')", 1),
+        ("'one':1 'two':5", "'one' | 'two'", 0),
+        ("'one':1 'two':5", "'one' <4> 'two'", 0),
+        ("'prefixed':1 'x':2", "'prefix':* & 'x'", 0),
+        ("'weighted':1A 'x':2", "'weighted':A & 'x'", 0),
+        ("'one':1 'two':2", "'one' & !'three'", 0),
+    ],
+)
+async def test_required_term_bits_of_query_shapes(admin: Admin, terms: str, query: str, bits: int) -> None:
+    """Quoting survives; NOT, phrases, prefixes and weights (which presence alone does not decide) get no bits."""
+    shapes = """
+    WITH q AS (SELECT indexer.required_term_bits($2::tsquery) AS required)
+    SELECT $1::tsvector @@ $2::tsquery, (indexer.term_bits($1::tsvector) & q.required) = q.required,
+           length(replace(q.required::text, '0', ''))
+    FROM q
+    """
+    row = await admin.fetchrow(shapes, terms, query)
+    assert row is not None
+    assert row[0] is True  # the query matches the terms ...
+    assert row[1] is True  # ... and the terms hold every required bit
+    assert row[2] == bits
