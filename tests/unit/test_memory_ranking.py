@@ -139,6 +139,20 @@ def test_a_message_is_ranked_by_its_conversation_its_words_and_its_meaning() -> 
     assert best["all"] == pytest.approx(1.0)
 
 
+def test_a_message_saying_what_is_asked_in_other_words_outranks_a_weak_one_in_a_better_conversation() -> None:
+    # no shared words: "where did she hike" asked, "we walked the ridge trail" said (meaning 0.9) in a middling
+    # chunk, beside small talk (meaning 0.2) in a chunk that fused a little better; each in a sitting of its own
+    query = [("hike", 1.0)]
+    paraphrase = _t("paraphrase", "walked ridge trail", 0.9, context=0.5)
+    turns = [paraphrase, _t("small talk", "nice weather", 0.2, context=0.7)]
+    scores = rank_turns(turns, query, adjacent=[])
+    assert scores["paraphrase"] > scores["small talk"]
+    # with the earlier share of meaning (0.2) the better chunk won
+    earlier = rank_turns(turns, query, adjacent=[], weights=TurnWeights(meaning=0.2))
+    assert earlier["paraphrase"] < earlier["small talk"]
+    assert all(0 <= s <= 1 for s in [*scores.values(), *earlier.values()])
+
+
 def test_the_answer_beside_a_matching_question_gains_from_its_neighbour() -> None:
     turns = [_t("question", "what pottery did you make", 0.5), _t("answer", "a bowl", 0.2), _t("other", "a cup", 0.2)]
     scores = rank_turns(turns, [("pottery", 1.0)], adjacent=[("question", "answer"), ("other", "unknown")])
