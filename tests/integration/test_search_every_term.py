@@ -31,6 +31,7 @@ SELECT message_id FROM indexer.matching_messages($1, $2::tsquery, $4, $5, $6)
 UNION
 SELECT message_id FROM indexer.matching_messages($1, $3::tsquery, $4, $5, $6)
 """
+MATCHING = "SELECT message_id FROM indexer.matching_messages($1, $2::tsquery, NULL, NULL, $3)"
 AFTER = "SELECT message_id FROM indexer.matching_messages($1, $2::tsquery, NULL, NULL, $3, $4, $5)"
 
 
@@ -161,3 +162,30 @@ async def test_the_every_term_search_starts_where_the_any_term_search_stopped(ap
             # 90 of the 100 most recent have both words: 10 more are wanted, just past the window
             limit = next(line for line in matching[1].splitlines() if line.lstrip().startswith("Limit"))
             assert "rows=10.00 " in limit or "rows=10 " in limit, matching[1]
+
+
+async def test_a_walk_that_finds_too_few_hands_over_to_the_keys(app_pool: Pool, admin: Admin) -> None:
+    """A term common lately and rare before (as a share among recent candidates can suggest, 0052's hint): the walk
+    reads at most four times the rows it expects (0054), and the keys find the older matches — the same rows the
+    keys alone find."""
+    tenant = str(uuid.uuid4())
+    texts = [f"routine chat {index}" + (" walrus" if index % 500 == 0 else "") for index in range(2700)]
+    texts += [f"walrus chat {index}" for index in range(300)]
+    await _insert(app_pool, tenant, _rows(tenant, texts, list(range(3000))))
+    await admin.execute("ANALYZE indexer.messages")
+    plans = await plans_of_every_statement(admin)
+    await admin.execute("SET auto_explain.log_analyze = on")
+    await admin.execute("SELECT set_config('cairn.tenant_id', $1, false)", tenant)
+    hinted = "SELECT message_id FROM indexer.matching_messages($1, 'walrus', NULL, NULL, 400, NULL, NULL, 'chat', 1.0)"
+    walked = [r["message_id"] for r in await admin.fetch(hinted, uuid.UUID(tenant))]
+    walk = [plan for plan in plans if "LIMIT visits" in plan]
+    keys = [plan for plan in plans if "@@ keyed" in plan and "LIMIT wanted" in plan]
+    assert len(walk) == 1, "\n".join(plans)
+    assert len(keys) == 1, "\n".join(plans)
+    read = next(line for line in walk[0].splitlines() if "Index Scan" in line)
+    assert "rows=1600.00 " in read or "rows=1600 " in read, walk[0]  # 4 × 3000 × 400 / 3000
+    plans.clear()
+    keyed = [r["message_id"] for r in await admin.fetch(MATCHING, uuid.UUID(tenant), "'walrus'", 400)]
+    assert not [plan for plan in plans if "LIMIT visits" in plan]
+    assert walked == keyed
+    assert len(walked) == 306  # 300 recent, 6 older
