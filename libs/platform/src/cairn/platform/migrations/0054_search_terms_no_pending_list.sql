@@ -16,7 +16,7 @@ SELECT gin_clean_pending_list('indexer.messages_tenant_terms'::regclass);
 -- messages among the most recent any-term ones (0052), and a topic can be common lately and rare before — it read
 -- the rest of the tenant for a few rows ("429 Too Many" in the largest tenant: 46,866 rows for 33 matches, where
 -- the keys fetch ~560). It now reads at most four times the rows it expects, and the keys find the matches
--- older than the last row it read.
+-- older than the last row it read. And the estimate is never above the tenant's size (see below).
 CREATE OR REPLACE FUNCTION indexer.matching_messages(
     p_tenant uuid, p_query tsquery, p_agent text, p_session_keys text[], p_cap int,
     p_after_at timestamptz DEFAULT NULL, p_after_id uuid DEFAULT NULL, p_within tsquery DEFAULT NULL,
@@ -46,6 +46,9 @@ BEGIN
         matches := greatest(matches, p_share * indexer.estimated_matches(indexer.tenant_terms_query(p_tenant, p_within)));
     END IF;
     size := (SELECT coalesce(sum(n.messages), 0) FROM indexer.message_counts n WHERE n.tenant_id = p_tenant);
+    -- never more matches than messages: a key missing from the index's statistics (a rare term, a small tenant's)
+    -- gets a default share of the whole table, a thousand rows at 1M, and a tenant of 600 messages walked them all
+    matches := least(matches, size);
     -- 0039: walking from the newest reads about size·cap/matches rows, the keys read every match.
     IF matches * matches > size * p_cap THEN
         visits := ceil(4 * size * p_cap / matches);
