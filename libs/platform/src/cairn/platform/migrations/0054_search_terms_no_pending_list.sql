@@ -16,7 +16,10 @@ SELECT gin_clean_pending_list('indexer.messages_tenant_terms'::regclass);
 -- messages among the most recent any-term ones (0052), and a topic can be common lately and rare before — it read
 -- the rest of the tenant for a few rows ("429 Too Many" in the largest tenant: 46,866 rows for 33 matches, where
 -- the keys fetch ~560). It now reads at most four times the rows it expects, and the keys find the matches
--- older than the last row it read. And the estimate is never above the tenant's size (see below).
+-- older than the last row it read. And the estimate is never above the tenant's size (see below); with it a rare
+-- term in a small tenant is read through the keys, whose default estimate (thousands of rows for a key missing
+-- from the statistics) made the planner start parallel workers for a bitmap of no rows (~40 ms under load):
+-- matching runs without parallel workers.
 CREATE OR REPLACE FUNCTION indexer.matching_messages(
     p_tenant uuid, p_query tsquery, p_agent text, p_session_keys text[], p_cap int,
     p_after_at timestamptz DEFAULT NULL, p_after_id uuid DEFAULT NULL, p_within tsquery DEFAULT NULL,
@@ -26,6 +29,7 @@ RETURNS TABLE (message_id uuid, occurred_at timestamptz, terms tsvector)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- EXPLAIN is refused in a STABLE function
 SET search_path = indexer, pg_temp
 SET plan_cache_mode = force_custom_plan
+SET max_parallel_workers_per_gather = 0  -- one tenant's few pages: starting workers costs more (below)
 AS $$
 #variable_conflict use_column
 DECLARE
