@@ -16,7 +16,7 @@ SELECT gin_clean_pending_list('indexer.messages_tenant_terms'::regclass);
 -- messages among the most recent any-term ones (0052), and a topic can be common lately and rare before — it read
 -- the rest of the tenant for a few rows ("429 Too Many" in the largest tenant: 46,866 rows for 33 matches, where
 -- the keys fetch ~560). It now reads at most four times the rows it expects, and the keys find the matches
--- older than the last row it read. And the estimate is never above the tenant's size (see below); with it a rare
+-- older than the last one it returned (every match among the rows it read was returned). And the estimate is never above the tenant's size (see below); with it a rare
 -- term in a small tenant is read through the keys, whose default estimate (thousands of rows for a key missing
 -- from the statistics) made the planner start parallel workers for a bitmap of no rows (~40 ms under load):
 -- matching runs without parallel workers.
@@ -40,7 +40,10 @@ DECLARE
     after_id uuid := p_after_id;
     wanted int := p_cap;
     visits bigint;
-    walked bigint;
+    walked bigint := 0;
+    hit record;
+    last_at timestamptz;
+    last_id uuid;
 BEGIN
     IF p_tenant IS DISTINCT FROM cairn.current_tenant() OR p_cap <= 0 THEN
         RETURN;
@@ -56,33 +59,38 @@ BEGIN
     -- 0039: walking from the newest reads about size·cap/matches rows, the keys read every match.
     IF matches * matches > size * p_cap THEN
         visits := ceil(4 * size * p_cap / matches);
-        RETURN QUERY
-        SELECT v.message_id, v.occurred_at, v.terms
-        FROM (
-            SELECT m.message_id, m.occurred_at, m.terms, m.agent_id, m.session_key
-            FROM indexer.messages m
-            WHERE m.tenant_id = p_tenant AND m.occurred_at <= before
-              AND (after_id IS NULL OR m.occurred_at < before OR m.message_id > after_id)
-            ORDER BY m.occurred_at DESC, m.message_id
-            LIMIT visits
-        ) v
-        WHERE v.terms @@ p_query
-          AND (p_agent IS NULL OR v.agent_id = p_agent) AND (p_session_keys IS NULL OR v.session_key = ANY(p_session_keys))
-        ORDER BY v.occurred_at DESC, v.message_id
-        LIMIT p_cap;
-        GET DIAGNOSTICS walked = ROW_COUNT;
+        -- row by row, to know the oldest it returns: the keys take over strictly after that row, so no row comes
+        -- twice and none is skipped even if messages arrive or go between the two statements
+        FOR hit IN
+            SELECT v.message_id, v.occurred_at, v.terms
+            FROM (
+                SELECT m.message_id, m.occurred_at, m.terms, m.agent_id, m.session_key
+                FROM indexer.messages m
+                WHERE m.tenant_id = p_tenant AND m.occurred_at <= before
+                  AND (after_id IS NULL OR m.occurred_at < before OR m.message_id > after_id)
+                ORDER BY m.occurred_at DESC, m.message_id
+                LIMIT visits
+            ) v
+            WHERE v.terms @@ p_query
+              AND (p_agent IS NULL OR v.agent_id = p_agent) AND (p_session_keys IS NULL OR v.session_key = ANY(p_session_keys))
+            ORDER BY v.occurred_at DESC, v.message_id
+            LIMIT p_cap
+        LOOP
+            message_id := hit.message_id;
+            occurred_at := hit.occurred_at;
+            terms := hit.terms;
+            RETURN NEXT;
+            walked := walked + 1;
+            last_at := hit.occurred_at;
+            last_id := hit.message_id;
+        END LOOP;
         IF walked >= p_cap THEN
             RETURN;
         END IF;
-        -- the last row the walk read (from the index alone); none: the walk read all that was left
-        SELECT m.occurred_at, m.message_id INTO before, after_id
-        FROM indexer.messages m
-        WHERE m.tenant_id = p_tenant AND m.occurred_at <= before
-          AND (after_id IS NULL OR m.occurred_at < before OR m.message_id > after_id)
-        ORDER BY m.occurred_at DESC, m.message_id
-        OFFSET visits - 1 LIMIT 1;
-        IF NOT FOUND THEN
-            RETURN;
+        -- every match among the rows the walk read was returned: the rest are older than the last one returned
+        IF walked > 0 THEN
+            before := last_at;
+            after_id := last_id;
         END IF;
         wanted := p_cap - walked;
     END IF;
