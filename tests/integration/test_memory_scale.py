@@ -36,6 +36,9 @@ CREATE TEMP TABLE centres AS SELECT c, (SELECT array_agg(random() - 0.5)::real[]
 CREATE TEMP TABLE noise AS SELECT n, (SELECT array_agg((random() - 0.5) * 0.6)::real[]::vector
     FROM generate_series(1, 512) WHERE n >= 0) AS v FROM generate_series(0, 999) n;
 DROP INDEX indexer.memory_chunks_hnsw_512;
+-- the full-text keys and the recency walk's index (term bits) serve no vector search: not kept up over 200k rows
+DROP INDEX indexer.memory_chunks_tenant_terms;
+DROP INDEX indexer.memory_chunks_recent;
 INSERT INTO indexer.memory_chunks (tenant_id, agent_id, source, path, start_line, end_line, text, terms,
     content_hash, model, dims, embedding)
 SELECT '{BIG}', 'main', 'memory', 'memory/bank/big.md', g, g, 'big', '', '\\x00', '{MODEL}', 512, c.v + n.v
