@@ -17,6 +17,7 @@ from cairn.memindex import LocalEmbedder, MemoryIndex, MemoryIndexSettings
 from cairn.platform.consumer import BatchHandlers, Delivery, PerEvent
 from cairn.platform.postgres import tenant_transaction, tenants_transaction
 from cairn.text import build_query
+from tests.integration.test_search_keys import plans_of_every_statement
 
 pytestmark = pytest.mark.integration
 
@@ -277,3 +278,24 @@ async def test_the_memory_worker_finds_due_sessions_of_every_tenant_in_one_look(
     assert [(r["tenant_id"], r["session_id"]) for r in first_two] == expected[:2]
     assert [(r["tenant_id"], r["session_id"]) for r in every if r["tenant_id"] in tenants] == expected
     assert seen_directly == 0, "without a tenant the service role sees no pending session"
+
+
+async def test_the_memory_worker_finds_turns_of_another_model_of_every_tenant_in_one_look(admin: Any) -> None:
+    """Turns embedded by another model are found for every tenant by one statement (it was one per tenant,
+    every `reembed_check_s`, whether or not anything was stale); a turn without a vector yet is not stale."""
+    tenants, model = [uuid.uuid4() for _ in range(3)], f"model-{uuid.uuid4().hex[:8]}"
+    for count, tenant in enumerate(tenants, start=1):
+        await admin.execute("INSERT INTO ingest.tenants (tenant_id, name) VALUES ($1, 'stale turns')", tenant)
+        for position in range(count + 1):
+            await admin.execute(
+                "INSERT INTO indexer.memory_turns (tenant_id, agent_id, session_id, position, reset_index, "
+                "session_key, message_id, role, text, occurred_at, model) VALUES ($1, 'main', $2, $3, 0, "
+                "'agent:main:main', $4, 'user', 'hello', now(), $5)",
+                tenant, uuid.uuid5(tenant, "s"), position, uuid.uuid4(), None if position == count else "old",
+            )  # fmt: skip
+    plans = await plans_of_every_statement(admin)
+    rows = await admin.fetch("SELECT tenant_id, agent_id, stale FROM indexer.stale_memory_agents($1)", model)
+    mine = sorted((r["tenant_id"], r["stale"]) for r in rows if r["tenant_id"] in tenants)
+    assert mine == sorted(zip(tenants, [1, 2, 3], strict=True))
+    reading_turns = [plan for plan in plans if "memory_turns" in plan]
+    assert len(reading_turns) == 1, "\n".join(reading_turns)
