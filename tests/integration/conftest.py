@@ -83,6 +83,22 @@ async def own_database(stack: LocalStack, prefix: str) -> AsyncIterator[str]:
             await admin.close()
 
 
+@contextlib.asynccontextmanager
+async def own_database_with_pgstattuple(
+    stack: LocalStack, prefix: str
+) -> AsyncIterator[tuple[str, "asyncpg.Connection[asyncpg.Record]"]]:
+    """`own_database` with the pgstattuple extension (a superuser's), for a test that looks inside an index:
+    yields the service role's URL and a superuser connection to that database."""
+    port = stack.state.ports["postgres"]
+    async with own_database(stack, prefix) as name:
+        superuser = await asyncpg.connect(f"postgresql://postgres@127.0.0.1:{port}/{name}")
+        try:
+            await superuser.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
+            yield f"postgresql://cairn_app@127.0.0.1:{port}/{name}", superuser
+        finally:
+            await superuser.close()
+
+
 async def eventually(check: Callable[[], Awaitable[T]], within: float = 15.0, interval: float = 0.05) -> T:
     """Poll `check` until it returns something truthy; bounded, and the last result is returned either way."""
     deadline = time.monotonic() + within

@@ -19,7 +19,7 @@ from cairn.platform.postgres import create_pool, tenant_transaction
 from cairn.platform.settings import PostgresSettings
 from cairn.recall.memory_queries import MemoryReads, Where
 from cairn.text import build_query, index_terms, to_tsvector_literal
-from tests.integration.conftest import own_database
+from tests.integration.conftest import own_database_with_pgstattuple
 
 pytestmark = pytest.mark.integration
 
@@ -29,14 +29,8 @@ PENDING = f"SELECT pending_tuples FROM pgstatginindex('{INDEX}')"
 
 @pytest.fixture(scope="module")
 async def database(stack: LocalStack) -> AsyncIterator[tuple[str, "asyncpg.Connection[asyncpg.Record]"]]:
-    port = stack.state.ports["postgres"]
-    async with own_database(stack, "cairn_terms") as name:
-        superuser = await asyncpg.connect(f"postgresql://postgres@127.0.0.1:{port}/{name}")
-        try:
-            await superuser.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
-            yield f"postgresql://cairn_app@127.0.0.1:{port}/{name}", superuser
-        finally:
-            await superuser.close()
+    async with own_database_with_pgstattuple(stack, "cairn_terms") as opened:
+        yield opened
 
 
 async def _write_chunks(url: str, tenant: str, texts: list[str]) -> None:

@@ -18,7 +18,7 @@ from cairn.platform.postgres import create_pool, tenant_transaction
 from cairn.platform.settings import PostgresSettings
 from cairn.recall.queries import Page, ReadStore, Scope
 from cairn.text import build_query
-from tests.integration.conftest import own_database
+from tests.integration.conftest import own_database_with_pgstattuple
 from tests.integration.test_search_suite import _message
 
 pytestmark = pytest.mark.integration
@@ -29,14 +29,8 @@ PENDING = f"SELECT pending_tuples FROM pgstatginindex('{INDEX}')"
 
 @pytest.fixture(scope="module")
 async def database(stack: LocalStack) -> AsyncIterator[tuple[str, "asyncpg.Connection[asyncpg.Record]"]]:
-    port = stack.state.ports["postgres"]
-    async with own_database(stack, "cairn_msg_terms") as name:
-        superuser = await asyncpg.connect(f"postgresql://postgres@127.0.0.1:{port}/{name}")
-        try:
-            await superuser.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
-            yield f"postgresql://cairn_app@127.0.0.1:{port}/{name}", superuser
-        finally:
-            await superuser.close()
+    async with own_database_with_pgstattuple(stack, "cairn_msg_terms") as opened:
+        yield opened
 
 
 async def _write_messages(url: str, tenant: str, texts: list[str]) -> None:
