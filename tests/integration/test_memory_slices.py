@@ -4,12 +4,12 @@ keeps the session due until its last slice, and ends with exactly the chunks tha
 transcript at once makes, each turn with its vector.
 
 Runs in a database of its own (its worker looks for due sessions of every tenant), with the embeddings
-of a real OpenAI-compatible HTTP server in this process that counts the texts it is asked for."""
+of a real OpenAI-compatible HTTP server in this process."""
 
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar, TypeAlias
+from typing import Any, TypeAlias
 
 import asyncpg
 import pytest
@@ -35,17 +35,13 @@ CHUNKS = "SELECT start_line, end_line, text FROM indexer.memory_chunks WHERE ses
 
 
 class _Embeddings(Handler):
-    texts: ClassVar[int] = 0
-
     def answer(self, body: dict[str, Any]) -> tuple[int, Any]:
-        type(self).texts += len(body["input"])
         data = [{"index": i, "embedding": [1.0 + len(text) % 7, 1.0, 0.5]} for i, text in enumerate(body["input"])]
         return 200, {"data": data, "model": body["model"]}
 
 
 @pytest.fixture
 def embeddings_url() -> Iterator[str]:
-    _Embeddings.texts = 0
     with serving(_Embeddings) as url:
         yield url
 
