@@ -516,3 +516,37 @@ async def test_without_a_span_recorder_emitted_events_carry_their_cause_s_trace_
     assert set(emitted) == {traced.event_id, untraced.event_id}
     trace_headers = [{k: v for k, v in emitted[e.event_id].items() if not k.startswith("Nats-")} for e in events]
     assert trace_headers == [context, {}]
+
+
+async def test_a_consumer_stopped_while_it_waits_out_unacked_messages_leaves_no_subscription(
+    nats_client: Client, app_pool: Pool, table: str
+) -> None:
+    """A replica that takes over a partition first waits `ack_wait` for what the old holder fetched but
+    never acked. Stopped during that wait (a rolling deploy), it must unsubscribe: a subscription left on
+    the connection is drained at shutdown, and a drain that waits on it outlives the process's stop."""
+    js, tenant, consumer = nats_client.jetstream(), str(uuid.uuid4()), f"test-{uuid.uuid4().hex[:12]}"
+    await js.add_consumer(RECALL_STREAM, ConsumerConfig(durable_name=consumer, ack_wait=30, max_deliver=-1))
+    await EventPublisher(js).publish(recall(tenant))
+    crashed_holder = await js.pull_subscribe_bind(durable=consumer, stream=RECALL_STREAM)
+    assert len(await crashed_holder.fetch(1, timeout=5)) == 1  # fetched, never acked
+    await crashed_holder.unsubscribe()
+    subscriptions = len(nats_client._subs)  # nats-py keeps no public list of a connection's subscriptions
+
+    settings = NatsSettings(max_deliver=2, ack_wait_s=30, fetch_batch=16)
+    projection = Projection(consumer, RECALL_STREAM, {RecallPerformed: Recorder(table, tenant)}, app_pool,
+                            EventPublisher(js), settings)  # fmt: skip
+    task = asyncio.create_task(projection.run())
+    try:
+        assert await eventually(lambda: _subscribed(nats_client, subscriptions + 1)), "it waits, subscribed"
+        assert not task.done()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        assert len(nats_client._subs) == subscriptions
+    finally:
+        task.cancel()
+        await js.delete_consumer(RECALL_STREAM, consumer)
+
+
+async def _subscribed(client: Client, count: int) -> bool:
+    return len(client._subs) == count

@@ -59,9 +59,14 @@ class PartitionedConsumers:
             )
 
     async def _stop(self, partitions: set[int]) -> None:
-        tasks = [self._tasks.pop(p) for p in partitions if p in self._tasks]
-        for task in tasks:
+        """Stop these partitions' consumers and wait until they have given back what they held. A task is
+        forgotten only once it has ended, so a stop interrupted by the replica's own shutdown is awaited
+        again by `run`'s last stop instead of being left running while the connections close."""
+        stopping = {p: self._tasks[p] for p in partitions if p in self._tasks}
+        for task in stopping.values():
             task.cancel()
-        for task, outcome in zip(tasks, await asyncio.gather(*tasks, return_exceptions=True), strict=True):
+        outcomes = await asyncio.gather(*stopping.values(), return_exceptions=True)
+        for (partition, task), outcome in zip(stopping.items(), outcomes, strict=True):
+            del self._tasks[partition]
             if isinstance(outcome, Exception):
                 log.error("%s stopped with an error", task.get_name(), exc_info=outcome)

@@ -105,8 +105,8 @@ class PullConsumer:
     async def run(self) -> None:
         """Pull in batches and handle them in order, until cancelled."""
         subscription = await self._subscribe()
-        await self._let_strays_expire()
         try:
+            await self._let_strays_expire()
             while True:
                 await self._fetch_and_process(subscription)
         finally:  # an open pull request would hold the connection's drain for its whole timeout
