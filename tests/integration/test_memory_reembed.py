@@ -30,7 +30,7 @@ from cairn.platform.postgres import create_pool, tenant_transaction
 from cairn.platform.settings import PostgresSettings
 from cairn.recall.memory_queries import MemoryReads, Where
 from tests.embedding_api import Handler, serving
-from tests.integration.conftest import eventually, own_database
+from tests.integration.conftest import eventually, holds_for, own_database
 
 pytestmark = pytest.mark.integration
 
@@ -164,3 +164,41 @@ async def test_a_changed_model_is_re_embedded_in_the_background_and_search_never
 
 async def _all_new(pool: Pool, tenant: str) -> bool:
     return await _models(pool, tenant) == ({NEW}, {NEW})
+
+
+async def test_during_a_rolling_deploy_only_the_newest_model_re_embeds_until_its_replicas_are_gone(
+    database: str, pool: Pool, embeddings_url: str
+) -> None:
+    """Replicas of the old and the new model run side by side: the old one does not turn the new model's
+    vectors back into its own (each would undo the other's work until the old replicas were gone), and the
+    text it still indexes is re-embedded by the new one. A rollback — the new replicas gone — hands the
+    index back to the old model once their claim is no longer renewed."""
+    tenant = str(uuid.uuid4())
+    old, new = _index(embeddings_url, OLD), _index(embeddings_url, NEW)
+    await _old_replica_writes(pool, old, tenant, NOTES)
+    old_worker = asyncio.create_task(MemoryWorker(pool, old).run())
+    new_worker: asyncio.Task[None] | None = None
+    try:
+        await asyncio.sleep(0.5)  # the old replica has looked, and found its own model everywhere
+        assert await _models(pool, tenant) == ({OLD}, set())
+        new_worker = asyncio.create_task(MemoryWorker(pool, new).run())
+        assert await eventually(lambda: _chunks_of(pool, tenant, NEW)), await _models(pool, tenant)
+        assert await holds_for(lambda: _chunks_of(pool, tenant, NEW), seconds=2.0), "the old replica re-embedded back"
+        assert _Embeddings.texts.get(OLD, 0) == len(NOTES)  # only what it indexed itself
+
+        await _old_replica_writes(pool, old, tenant, {"memory/bank/pets.md": "# Pets\n\nThe cat is called Miso.\n"})
+        assert await eventually(lambda: _chunks_of(pool, tenant, NEW)), await _models(pool, tenant)
+        assert await holds_for(lambda: _chunks_of(pool, tenant, NEW), seconds=1.0)
+
+        new_worker.cancel()
+        await asyncio.gather(new_worker, return_exceptions=True)
+        assert await eventually(lambda: _chunks_of(pool, tenant, OLD)), await _models(pool, tenant)
+    finally:
+        for worker in (old_worker, new_worker):
+            if worker is not None:
+                worker.cancel()
+                await asyncio.gather(worker, return_exceptions=True)
+
+
+async def _chunks_of(pool: Pool, tenant: str, model: str) -> bool:
+    return (await _models(pool, tenant))[0] == {model}

@@ -4,7 +4,11 @@ vectors of the configured model meanwhile, so the index is never mixed). A long 
 slice of turns per transaction. Idempotent; every replica may
 run it: a due session is claimed with SKIP LOCKED. Vectors of another model are looked for at start and
 again every `reembed_check_s` once none are left: a replica still running the old model during a rolling
-deploy, or a restored backup, writes some later. New chunks always get the configured model."""
+deploy, or a restored backup, writes some later. New chunks always get the configured model.
+
+During such a deploy only the model of the most recently started live replica re-embeds (0077): each look
+first claims the replica's model, and a replica whose model is not the newest leaves the vectors alone
+instead of turning the new model's work back into its own."""
 
 import asyncio
 import logging
@@ -20,6 +24,9 @@ log = logging.getLogger(__name__)
 
 DUE_SESSIONS = "SELECT tenant_id::text, agent_id, session_id FROM indexer.due_memory_sessions($1)"
 STALE_AGENTS = "SELECT tenant_id::text, agent_id, stale FROM indexer.stale_memory_agents($1)"
+CLAIM_MODEL = "SELECT indexer.claim_embedding_model($1, $2, make_interval(secs => $3))"
+# A claim not renewed within this many looks is a replica gone: the next newest model takes over.
+LIVE_LOOKS = 4
 REEMBED_BATCH = 64
 
 
@@ -29,6 +36,8 @@ class MemoryWorker:
 
     def __init__(self, pool: "asyncpg.Pool[asyncpg.Record]", index: MemoryIndex) -> None:
         self._pool, self._index = pool, index
+        self._started = False  # whether this replica's model claim has been made since it started
+        self._follows: str | None = None  # the newer model this replica leaves re-embedding to
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -77,6 +86,16 @@ class MemoryWorker:
         if model is None:
             return 0
         async with self._pool.acquire() as conn:
+            live = LIVE_LOOKS * self._index.settings.reembed_check_s
+            target = await conn.fetchval(CLAIM_MODEL, model, not self._started, live)
+            self._started = True
+            if target != model:
+                if self._follows != target:
+                    log.info("the newer embedding model %s re-embeds the memory index; %s leaves it alone", target,
+                             model)  # fmt: skip
+                self._follows = target
+                return 0
+            self._follows = None
             rows = await conn.fetch(STALE_AGENTS, model)
         stale: dict[tuple[str, str], int] = {}
         for row in rows:  # an agent can be listed for its chunks and for its turns
