@@ -7,6 +7,7 @@ racing pull-request expiry so that messages sit unseen until `ack_wait` (seen as
 """
 
 import asyncio
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -16,8 +17,9 @@ import asyncpg
 import nats.errors
 import nats.js.errors
 from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
-from nats.js.api import ConsumerConfig
+from nats.js.api import ConsumerConfig, Header, StatusCode
 
 from cairn.events import DEAD_LETTER_STREAM, dead_letter_subject
 from cairn.platform.settings import NatsSettings
@@ -25,6 +27,8 @@ from cairn.platform.settings import NatsSettings
 log = logging.getLogger(__name__)
 
 _V1_TOKENS, _V2_MIN_TOKENS = 9, 11  # ack subjects without and with domain + account hash (+ a random token)
+_REQUEST_ENDED = (StatusCode.NO_MESSAGES, StatusCode.REQUEST_TIMEOUT, StatusCode.CONFLICT)
+_EXPIRY_GRACE_S = 0.5  # how long past the request's expiry its closing status may take to arrive
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,94 @@ class Delivery:
             return cls(int(tokens[first + 1]), int(tokens[first]), raw.subject)
         meta = raw.metadata
         return cls(meta.sequence.stream, meta.num_delivered, raw.subject)
+
+
+async def fetch(subscription: JetStreamContext.PullSubscription, batch: int, wait_s: float) -> list[Msg]:
+    """At most `batch` messages of the pull subscription, waiting at most `wait_s` for the first; raises
+    `nats.errors.TimeoutError` when none came. One pull request per call, as nats-py's `fetch` sends it
+    (`no_wait` with `expires`: the server holds it until a message is there, then delivers what it has up
+    to `batch` and ends it with a 404/408 status), but the messages are taken straight from the
+    subscription's queue: nats-py awaits each one in a task of its own under a timer (`next_msg`), a
+    measurable cost per message; here only an empty queue is waited on.
+
+    Messages an earlier request delivered after its caller stopped waiting are taken first (no new
+    request then); status messages not ending this call's request are dropped, as nats-py does."""
+    sub = subscription._sub
+    if sub is None:
+        raise ValueError("nats: invalid subscription")
+    messages = _take_pending(sub, batch)
+    if messages:
+        return messages
+    request = {"batch": batch, "expires": int(wait_s * 1_000_000_000), "no_wait": True}
+    await subscription._nc.publish(subscription._nms, json.dumps(request).encode(), subscription._deliver)
+    queue, loop = sub._pending_queue, asyncio.get_running_loop()
+    until = loop.time() + wait_s + _EXPIRY_GRACE_S
+    while len(messages) < batch:
+        if not queue.empty():
+            message = _taken(sub, queue.get_nowait())
+        else:
+            try:
+                message = await _next_message(sub, until - loop.time())
+            except TimeoutError:
+                break
+        status = message.headers.get(Header.STATUS) if message.headers else None
+        if not status:
+            messages.append(message)
+        elif _ends_request(message, status, messages):
+            break
+    if not messages:
+        raise nats.errors.TimeoutError
+    return messages
+
+
+def _ends_request(message: Msg, status: str, fetched: list[Msg]) -> bool:
+    """Whether a status message ends the pull request: its end (404, 408), a conflict (409, treated as
+    nats-py does: as a timeout); a heartbeat (100) does not. Any other status is an error, raised unless
+    messages came before it (they are handled; the error comes back with the next request)."""
+    if status in _REQUEST_ENDED:
+        return True
+    if status == StatusCode.CONTROL_MESSAGE:
+        return False
+    if fetched:
+        return True
+    nats.js.errors.APIError.from_msg(message)
+
+
+def _take_pending(sub: Subscription, batch: int) -> list[Msg]:
+    queue, messages = sub._pending_queue, list[Msg]()
+    while len(messages) < batch and not queue.empty():
+        message = _taken(sub, queue.get_nowait())
+        if not (message.headers and message.headers.get(Header.STATUS)):
+            messages.append(message)
+    return messages
+
+
+def _taken(sub: Subscription, message: Msg) -> Msg:
+    """Book a message out of the subscription's queue as nats-py's `next_msg` does (the pending size
+    decides when the connection starts dropping messages as a slow consumer's)."""
+    sub._pending_size -= len(message.data)
+    sub._pending_queue.task_done()
+    return message
+
+
+async def _next_message(sub: Subscription, wait_s: float) -> Msg:
+    """Wait for the queue's next message; registered with the subscription so that closing the connection
+    ends the wait, as it ends nats-py's `next_msg`."""
+    if sub._conn.is_closed:
+        raise nats.errors.ConnectionClosedError
+    if wait_s <= 0:
+        raise nats.errors.TimeoutError
+    waiter = asyncio.ensure_future(sub._pending_queue.get())
+    key = f"cairn-fetch-{id(waiter)}"
+    sub._pending_next_msgs_calls[key] = waiter
+    try:
+        return _taken(sub, await asyncio.wait_for(waiter, wait_s))
+    except asyncio.CancelledError:
+        if sub._conn.is_closed:
+            raise nats.errors.ConnectionClosedError from None
+        raise
+    finally:
+        sub._pending_next_msgs_calls.pop(key, None)
 
 
 class Consumer(Protocol):
@@ -160,7 +252,7 @@ class PullConsumer:
 
     async def _fetch_and_process(self, subscription: "JetStreamContext.PullSubscription") -> None:
         try:
-            messages = await subscription.fetch(self.fetch_size(), timeout=2.0)
+            messages = await fetch(subscription, self.fetch_size(), wait_s=2.0)
         except TimeoutError:  # nats-py raises its own subclass or asyncio's, both builtins here
             return
         try:
