@@ -15,6 +15,8 @@ import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig
+from opentelemetry import propagate
+from opentelemetry.propagators.textmap import TextMapPropagator, default_getter, default_setter
 
 from cairn.events import (
     DEAD_LETTER_STREAM,
@@ -550,3 +552,46 @@ async def test_a_consumer_stopped_while_it_waits_out_unacked_messages_leaves_no_
 
 async def _subscribed(client: Client, count: int) -> bool:
     return len(client._subs) == count
+
+
+class CountingPropagator(TextMapPropagator):
+    """The configured propagator, counting how often a message's trace context is read."""
+
+    def __init__(self, inner: TextMapPropagator) -> None:
+        self.inner, self.extracted = inner, 0
+
+    def extract(self, carrier: Any, context: Any = None, getter: Any = default_getter) -> Any:
+        self.extracted += 1
+        return self.inner.extract(carrier, context, getter)
+
+    def inject(self, carrier: Any, context: Any = None, setter: Any = default_setter) -> None:
+        self.inner.inject(carrier, context, setter)
+
+    @property
+    def fields(self) -> set[str]:
+        return self.inner.fields
+
+
+@pytest.mark.parametrize("emit", [False, True])
+async def test_without_a_span_recorder_an_event_that_causes_nothing_leaves_its_trace_context_unread(
+    nats_client: Client, app_pool: Pool, table: str, emit: bool
+) -> None:
+    """Most projections emit nothing for most events: working out the trace context to hand on is then a
+    cost per event for nothing. It is read only for an event that causes another (the control)."""
+    js, tenant = nats_client.jetstream(), str(uuid.uuid4())
+    event = recall(tenant)
+    parent = f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01"
+    await js.publish(subject_for(event), encode_event(event), stream=RECALL_STREAM,
+                     headers={"traceparent": parent, "Nats-Msg-Id": event.event_id})  # fmt: skip
+    last = (await js.stream_info(RECALL_STREAM)).state.last_seq
+    configured = propagate.get_global_textmap()
+    counting = CountingPropagator(configured)
+    propagate.set_global_textmap(counting)
+    try:
+        recorder = Recorder(table, tenant, emit=emit)
+        async with running(js, RECALL_STREAM, {RecallPerformed: recorder}, app_pool, FAST) as projection:
+            assert await eventually(lambda: settled(js, projection, last))
+    finally:
+        propagate.set_global_textmap(configured)
+    assert [e for e, _ in await rows(app_pool, table, tenant)] == [uuid.UUID(event.event_id)]
+    assert (counting.extracted > 0) is emit

@@ -17,6 +17,7 @@ group one event at a time, so that only the failing event is retried and, in the
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -218,7 +219,7 @@ class Projection(PullConsumer):
                 continue
             # seen before, here or in an earlier transaction: only re-publish what it emitted the first time
             again = [o.event for o in emitted[event_id]] if event_id in emitted else stored.get(event_id, [])
-            with self._span(item) as headers:
+            with self._span(item, recording()) as headers:
                 outgoing += [Outgoing(event, headers()) for event in again]
         return outgoing
 
@@ -232,21 +233,24 @@ class Projection(PullConsumer):
         """Run the handlers over the new events; each emitted event carries the trace context of its cause."""
         unit = self._handlers.begin(conn, [item.event for item in items])
         emitted: dict[str, list[Outgoing]] = {}
+        recorded = recording()
         for item in items:
-            with self._span(item) as headers:
+            with self._span(item, recorded) as headers:
                 events = await unit.handle(item.event, item.delivery)
                 emitted[item.event.event_id] = [Outgoing(e, headers()) for e in events]
         await unit.complete()
         return emitted
 
+    def _span(self, item: _Work, recorded: bool) -> contextlib.AbstractContextManager[Callable[[], dict[str, str]]]:
+        """The event's consumer span, when spans are `recorded`; gives what gives the trace headers of the events
+        it causes. Without a recorder no span is set up (a per-event cost): its trace context is handed on as
+        is, worked out only if the event causes any (most projections emit nothing)."""
+        if not recorded:
+            return contextlib.nullcontext(functools.cache(lambda: handed_on(item.raw.headers)))
+        return self._recorded_span(item)
+
     @contextlib.contextmanager
-    def _span(self, item: _Work) -> Iterator[Callable[[], dict[str, str]]]:
-        """The event's consumer span, when spans are recorded; yields what gives the trace headers of the events
-        it causes. Without a recorder no span is set up (a per-event cost): its trace context is handed on as is."""
-        if not recording():
-            carried = handed_on(item.raw.headers)
-            yield lambda: carried
-            return
+    def _recorded_span(self, item: _Work) -> Iterator[Callable[[], dict[str, str]]]:
         context = propagate.extract(item.raw.headers or {})
         name = f"{self.consumer} {item.event.type}"
         with _tracer.start_as_current_span(name, context=context, kind=SpanKind.CONSUMER):
