@@ -1,6 +1,7 @@
 """A page of every-term messages scores only them (migration 0068). What must hold: every search answers exactly
 what 0053's ranking answered — the same messages, the same scores, the same order, for any page, cap, agent and
-weights — and when the page is the every-term candidates', the candidates without every term are not scored."""
+weights — and when the page is the every-term candidates', the candidates without every term are not scored; the
+ranking statement is planned once, not for each call's arguments."""
 
 import json
 import random
@@ -140,3 +141,8 @@ async def test_only_the_every_term_candidates_are_scored_when_the_page_is_theirs
     assert 0 < every < everyone
     assert await _unnested_positions(admin, plans, args(10)) == every
     assert await _unnested_positions(admin, plans, args(50)) == everyone
+    # planned once for any arguments (generic): the plan refers to the asked lexemes, it does not hold them
+    ranking = [plan for plan in plans if "setweight(s.terms" in plan]
+    assert ranking, "\n".join(plans)
+    parameter = "setweight(s.terms, 'A'::\\\"char\\\", $"  # as the JSON plan writes it
+    assert all("'{walrus" not in plan and parameter in plan for plan in ranking), ranking

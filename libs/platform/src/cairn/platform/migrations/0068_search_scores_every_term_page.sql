@@ -13,6 +13,11 @@
 -- What the argument needs, checked per call: every weight an asked lexeme can get is positive and at most 1000
 -- (so every bm25 is positive and finite and bm25/(bm25+1) stays below 1 as a float: a bm25 below ~4e7 for any
 -- plausible number of lexemes), and limit and offset are given. Otherwise everything is scored as before.
+--
+-- And the ranking statement is planned once per connection (a generic plan), no longer on every call: since 0052
+-- the matching is in matching_messages, which still plans each of its statements for its arguments (that is where
+-- how common a term is matters, 0029), so the plan of the ranking around it is the same for any arguments, and
+-- planning it was a fixed ~2 ms per search under load — most of a small tenant's search (A/B in notes/search9.md).
 
 CREATE OR REPLACE FUNCTION indexer.search_messages(
     p_tenant uuid, p_any tsquery, p_all tsquery, p_limit int, p_offset int, p_agent text, p_session_keys text[],
@@ -22,16 +27,11 @@ RETURNS TABLE (session_key text, session_id text, message_id text, role text, oc
                external_id text, score float8)
 LANGUAGE plpgsql
 SET search_path = indexer, pg_temp
-SET plan_cache_mode = force_custom_plan
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
     any_query tsquery := CASE WHEN p_any = p_all THEN p_any ELSE p_any || p_all END;
-    -- the page can be told from the every-term candidates alone when enough of them have an asked lexeme
-    bounded_weights boolean := coalesce((SELECT bool_and(p_weights[array_position(p_lexemes, l)] > 0
-                                                         AND p_weights[array_position(p_lexemes, l)] <= 1000)
-                                         FROM unnest(p_lexemes) l), false);
-    page_end bigint := p_limit::bigint + p_offset;
 BEGIN
     IF coalesce(current_setting('cairn.tenant_id', true), '') NOT IN ('', p_tenant::text) THEN
         RAISE EXCEPTION 'search_messages for tenant % inside a transaction of another tenant', p_tenant;
@@ -63,9 +63,13 @@ BEGIN
         UNION ALL
         SELECT * FROM every_term
     ),
+    -- the page can be told from the every-term candidates alone when enough of them have an asked lexeme
     every_only AS MATERIALIZED (
-        SELECT coalesce(bounded_weights AND count(*) FILTER (WHERE c.every AND length(c.asked) > 0) >= page_end, false)
-                   AS page
+        SELECT coalesce((SELECT bool_and(p_weights[array_position(p_lexemes, l)] > 0
+                                         AND p_weights[array_position(p_lexemes, l)] <= 1000)
+                         FROM unnest(p_lexemes) l)
+                        AND count(*) FILTER (WHERE c.every AND length(c.asked) > 0) >= p_limit::bigint + p_offset,
+                        false) AS page
         FROM candidates c
     ),
     -- the candidates scored: all, or the every-term ones when the page is theirs
