@@ -17,7 +17,6 @@ group one event at a time, so that only the failing event is retried and, in the
 
 import asyncio
 import contextlib
-import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -117,6 +116,22 @@ class _Work:
     raw: Msg
     delivery: Delivery
     event: Event
+
+
+class _HandedOn:
+    """The trace headers an event hands on to the events it causes, worked out on first use (a plain class:
+    `functools.cache` builds a wrapper that costs more than the saving)."""
+
+    __slots__ = ("_carried", "_headers")
+
+    def __init__(self, headers: Mapping[str, str] | None) -> None:
+        self._headers = headers
+        self._carried: dict[str, str] | None = None
+
+    def __call__(self) -> dict[str, str]:
+        if self._carried is None:
+            self._carried = handed_on(self._headers)
+        return self._carried
 
 
 class Projection(PullConsumer):
@@ -246,7 +261,7 @@ class Projection(PullConsumer):
         it causes. Without a recorder no span is set up (a per-event cost): its trace context is handed on as
         is, worked out only if the event causes any (most projections emit nothing)."""
         if not recorded:
-            return contextlib.nullcontext(functools.cache(lambda: handed_on(item.raw.headers)))
+            return contextlib.nullcontext(_HandedOn(item.raw.headers))
         return self._recorded_span(item)
 
     @contextlib.contextmanager
