@@ -2,6 +2,7 @@
 health endpoints, problem+json errors, telemetry, and the uvicorn runner."""
 
 import asyncio
+import gc
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -146,6 +147,23 @@ async def _shut_down(
     log.info("cairn-%s stopped in %.2fs", name, time.monotonic() - started)
 
 
+YOUNG_COLLECTION_OBJECTS = 10_000  # new tracked objects between two collections of the youngest generation
+
+
+def settle_heap() -> None:
+    """Keep the cyclic garbage collector off what startup built (modules, the app, the embedding model: some
+    120,000 objects that live as long as the process): frozen, a full collection no longer walks them (it
+    cost ~0.14 s of CPU each in session and indexer, every few thousand events). And collect the youngest
+    generation every 10,000 new objects instead of 700: under load nearly every young object is an event,
+    batch or row still in use, walked for nothing and promoted towards the next full collection (in the
+    ingest bench GC was ~14 % of session's CPU and ~10 % of the indexer's). Garbage without cycles goes by
+    reference counting as before; cycles wait for a collection a little longer."""
+    gc.collect()
+    gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(YOUNG_COLLECTION_OBJECTS, older, oldest)
+
+
 def create_service_app(
     name: str,
     settings: ServiceSettings,
@@ -184,6 +202,7 @@ def create_service_app(
             task.add_done_callback(_report_stopped)
         runtime.extras["consumers"] = consumers
         app.state.runtime = runtime
+        settle_heap()
         log.info("cairn-%s ready on %s:%d", name, settings.http.host, settings.http.port)
         try:
             yield
