@@ -6,17 +6,22 @@ chunk with every term), and the details and turn cosines are what the ranking wo
 import asyncio
 import hashlib
 import uuid
-from datetime import UTC, datetime, timedelta
-from typing import TypeAlias
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, date, datetime, timedelta
+from typing import Any, TypeAlias
 
 import asyncpg
 import numpy as np
 import pytest
 
-from cairn.memindex import store
+from cairn.memindex import LocalEmbedder, store
 from cairn.platform.postgres import tenant_transaction
 from cairn.recall import memory_queries
-from cairn.recall.memory_queries import MemoryReads, Where
+from cairn.recall.memory_dates import days_named
+from cairn.recall.memory_queries import ChunkDetail, MemoryReads, Where
+from cairn.recall.memory_ranking import RankingOptions
+from cairn.recall.memory_search import Found, MemoryQuery, MemorySearch
 from cairn.text import build_query, index_terms, to_tsvector_literal
 
 pytestmark = pytest.mark.integration
@@ -147,6 +152,7 @@ async def test_details_bring_the_query_cosine_of_every_turn_of_a_transcript_cand
     assert cosines.keys() == {str(m) for m in messages}
     for message, vector in zip(messages, turns, strict=True):
         assert cosines[str(message)] == pytest.approx(float(np.dot(vector, query)), abs=1e-5)
+    assert await reads.turn_cosines(tenant, [str(m) for m in messages], MODEL, query.tolist()) == cosines
     assert (await reads.details(tenant, [chunk], MODEL, [], []))[1] == {}  # no query vector: none asked
     assert (await reads.details(tenant, [chunk], "another-model", [], [], query.tolist()))[1] == {}
 
@@ -196,3 +202,147 @@ async def test_no_query_vector_after_all_means_no_vector_candidates(app_pool: Po
     vector.set_result(None)
     assert await MemoryReads(app_pool).vector_when_ready(_where(tenant), vector, MODEL, 5) == {}
     assert len(await MemoryReads(app_pool).vector(_where(tenant), [1.0] * DIMS, MODEL, 5)) == 1
+
+
+def _same_details(found: list[ChunkDetail], read: list[ChunkDetail]) -> None:
+    """Equal field by field (a vector by its float32 values: a dataclass of arrays cannot compare itself)."""
+    assert [d.chunk_id for d in found] == [d.chunk_id for d in read]
+    for a, b in zip(found, read, strict=True):
+        assert replace(a, embedding=None) == replace(b, embedding=None)
+        assert (a.embedding is None) == (b.embedding is None)
+        if a.embedding is not None and b.embedding is not None:
+            assert a.embedding.dtype == b.embedding.dtype == np.float32
+            np.testing.assert_array_equal(a.embedding, b.embedding)
+
+
+def _by_id(details: list[ChunkDetail]) -> list[ChunkDetail]:
+    return sorted(details, key=lambda d: d.chunk_id)
+
+
+async def _mixed_agent(pool: Pool, tenant: str) -> list[str]:
+    """Notes and transcript chunks with vectors of MODEL, and notes whose vector is of another model."""
+    rows = [_row(f"the harbour parcel note {i}", i, path=f"memory/bank/{i % 3}.md") for i in range(8)]
+    rows += [_row(f"User: a parcel at the harbour, part {i}", 10 + i, session="agent:main:main") for i in range(4)]
+    ids = await _write(pool, tenant, rows)
+    others = [_row(f"the old harbour ledger {i}", 20 + i) for i in range(3)]
+    vectors = np.ones((len(others), DIMS), dtype=np.float32) / np.sqrt(DIMS)
+    async with tenant_transaction(pool, tenant) as conn:
+        await store.insert_chunks(conn, uuid.UUID(tenant), "main", others, "another-model", vectors)
+    return ids
+
+
+@pytest.mark.parametrize("query", ["harbour parcel", "parcel ledger", "harbour"])
+async def test_the_lexical_side_brings_the_rows_details_would_read_for_its_matches(app_pool: Pool, query: str) -> None:
+    """Same scores as `lexical`, and each candidate's row as `details` reads a lexical match: its lexemes, the
+    asked ones present, a vector only of the searched model (the ledger notes have another one)."""
+    tenant = str(uuid.uuid4())
+    await _mixed_agent(app_pool, tenant)
+    built = build_query(query)
+    assert built is not None
+    reads, where, asked = MemoryReads(app_pool, lexical_candidates=6), _where(tenant), list(built.terms)
+    scores, rows = await reads.lexical_rows(where, built.any_terms, built.all_terms, 9, MODEL, asked)
+    assert scores == await reads.lexical(where, built.any_terms, built.all_terms, 9)
+    assert len(scores) >= 6  # the caps bind (6 per tsquery), so the rows are a chosen few of 15
+    read, _ = await reads.details(tenant, list(scores), MODEL, asked, list(scores))
+    _same_details(_by_id(rows), _by_id(read))
+    assert all(d.lexemes for d in rows)
+    assert all((d.embedding is None) == ("ledger" in d.text) for d in rows)
+    assert any("ledger" in d.text for d in rows)  # the recent any-term matches: the cap of 6 full ones < 9
+
+
+@pytest.mark.parametrize("exact_up_to", [10_000, 0], ids=["small agent: exact", "large agent: hnsw"])
+async def test_the_vector_side_brings_the_rows_details_would_read_for_its_candidates(
+    app_pool: Pool, exact_up_to: int
+) -> None:
+    """Same scores as `vector`, and each candidate's row as `details` reads a chunk its words did not find: no
+    lexemes (it has a vector of the model), the asked words present."""
+    tenant = str(uuid.uuid4())
+    await _mixed_agent(app_pool, tenant)
+    query = np.random.default_rng(9).normal(size=DIMS).astype(np.float32)
+    reads, where, asked = MemoryReads(app_pool), _where(tenant), ["harbour", "part"]
+    vector: asyncio.Future[list[float] | None] = asyncio.get_running_loop().create_future()
+    vector.set_result(query.tolist())
+    scores, rows = await reads.vector_rows_when_ready(where, vector, MODEL, 7, asked, exact_up_to)
+    assert scores == await reads.vector(where, query.tolist(), MODEL, 7, exact_up_to)
+    assert len(scores) == 7
+    read, _ = await reads.details(tenant, list(scores), MODEL, asked, [])
+    _same_details(_by_id(rows), _by_id(read))
+    assert all(d.lexemes is None and d.embedding is not None for d in rows)
+    assert {d.present for d in rows} >= {frozenset({"harbour"}), frozenset({"harbour", "part"})}
+    none: asyncio.Future[list[float] | None] = asyncio.get_running_loop().create_future()
+    none.set_result(None)
+    assert await reads.vector_rows_when_ready(where, none, MODEL, 7, asked, exact_up_to) == ({}, [])
+
+
+class _CountingDetails(MemoryReads):
+    """The real reads, counting calls to `details`."""
+
+    details_calls = 0
+
+    async def details(self, *args: Any) -> tuple[list[ChunkDetail], dict[str, float]]:
+        self.details_calls += 1
+        return await super().details(*args)
+
+
+class _SearchAsBefore(MemorySearch):
+    """Memory search as it was before the sides brought their candidates' rows: one `details` read of every
+    candidate with the turn cosines, after both sides; its rows in chunk_id order, the order of its plan (by
+    primary key) for a search's few candidates, which a table's changing statistics can turn into a bitmap
+    scan in heap order: so that tied chunks rank the same every time, the rows are now sorted."""
+
+    async def _details(
+        self,
+        tenant: str,
+        ids: Sequence[str],
+        brought: Sequence[ChunkDetail],
+        asked: Sequence[str],
+        lexical: dict[str, float],
+        query: list[float] | None,
+    ) -> tuple[list[ChunkDetail], dict[str, float]]:
+        rows, cosines = await self._reads.details(tenant, ids, self._embedder.model, asked, list(lexical), query)
+        return sorted(rows, key=lambda d: uuid.UUID(d.chunk_id)), cosines
+
+
+def _answer(found: Found) -> list[tuple[object, ...]]:
+    return [(h.detail.chunk_id, h.score, h.snippet, h.citation, h.message_scores) for h in found.hits]
+
+
+async def test_a_search_answers_the_same_when_its_sides_bring_the_candidates_rows(app_pool: Pool) -> None:
+    """Notes (some twice under another path: equal scores, so the candidates' order decides), dated notes and
+    transcript chunks, with the local model's vectors. Searched with the rows the sides bring, and as before
+    (every row read by `details` after both sides): the same hits, scores, snippets and citations; `details`
+    is read only for chunks of a day the query names that neither side found."""
+    topics = ["the harbour parcel came late", "piano lessons on tuesday", "budget for the garden",
+              "the marathon training plan", "a recipe with peanuts", "the dentist moved the meeting"]  # fmt: skip
+    rows = [_row(f"{topic}, note {i}", i, path=f"memory/bank/{i}.md") for i, topic in enumerate(topics * 6)]
+    rows += [_row(f"{topic}, note {i}", i, path=f"memory/copy/{i}.md") for i, topic in enumerate(topics)]
+    rows += [replace(_row(f"daily: {topic}", 30 + i, path=f"memory/daily/{i}.md"), dated=date(2026, 11, 3 + i % 2))
+             for i, topic in enumerate(topics)]  # fmt: skip
+    rows += [_row(f"User: {topic}?", 40 + i, session=f"agent:main:telegram:{i}") for i, topic in enumerate(topics)]
+    embedder = LocalEmbedder()
+    tenant = str(uuid.uuid4())
+    dated = [r for r in rows if "/copy/" not in (r.path or "")]  # another agent: no copies, so no ties
+    async with tenant_transaction(app_pool, tenant) as conn:
+        for agent, written in (("main", rows), ("dated", dated)):
+            vectors = embedder.encode([r.text for r in written])
+            await store.insert_chunks(conn, uuid.UUID(tenant), agent, written, embedder.model, vectors)
+    reads = _CountingDetails(app_pool)
+    fast, before = MemorySearch(reads, embedder, RankingOptions()), _SearchAsBefore(reads, embedder, RankingOptions())
+    days = ["what did I note on November 3", "4 nov", "2026-11-03", "11月4日"]
+    # no word of these is in the notes: copies tie on the vector side alone, where nothing orders them
+    meanings = ["keyboard instrument practice", "money plans for plants", "running a long race", "tooth doctor"]
+    queries = [*topics, *meanings, "harbour garden", "what about the parcel", *days]
+    read_after = 0
+    # candidate pools (3 per result) that take every chunk of `main`: which of two tied copies a smaller pool cuts
+    # off is the sort's choice, in either way of searching; on `dated`, a pool of 18 leaves chunks to find by day
+    runs = [("main", 20, ("memory",)), ("main", 30, ("memory", "sessions")), ("dated", 6, ("memory",))]
+    for agent, limit, sources in runs:
+        for text in queries:
+            query = MemoryQuery(agent, text, limit, None, sources, None)
+            reads.details_calls = 0
+            answered = await fast.search(tenant, query)
+            assert reads.details_calls <= (1 if days_named(text) else 0)
+            read_after += reads.details_calls
+            assert _answer(answered) == _answer(await before.search(tenant, query))
+            assert len(answered.hits) == limit
+    assert read_after > 0  # some dated chunk was found by its day alone

@@ -104,6 +104,29 @@ SELECT chunk_id, source, path, session_key, session_id::text, start_line, end_li
        CASE WHEN model IS DISTINCT FROM $3 OR chunk_id = ANY($5::uuid[]) THEN tsvector_to_array(terms) END AS lexemes
 FROM indexer.memory_chunks WHERE tenant_id = $1 AND chunk_id = ANY($2::uuid[])
 """
+# The same columns for rows a candidate statement found (`c`), so that each side brings its candidates' details
+# in its own statement, while the other side is still running: `{model}` and `{asked}` are its parameters, and
+# a lexical match always brings its lexemes (what DETAILS gives a chunk in `matched`). A vector candidate has a
+# vector of the model, so it brings none, unless the lexical side found it too (that row is used).
+_ROW_COLUMNS = """c.chunk_id, c.source, c.path, c.session_key, c.session_id::text, c.start_line, c.end_line, c.text,
+       c.message_ids::text[] AS message_ids, c.external_ids, c.dated, c.occurred_at,
+       CASE WHEN c.model = {model} THEN vector_send(c.embedding) END AS embedding,
+       tsvector_to_array(ts_filter(setweight(c.terms, 'A', {asked}::text[]), '{{a}}')) AS present"""
+
+
+def _with_rows(candidates: str, model: str, asked: str, lexemes: str) -> str:
+    """A candidate statement (chunk_id, score) followed by its rows' details, by primary key."""
+    columns = _ROW_COLUMNS.format(model=model, asked=asked)
+    return f"""
+WITH found AS MATERIALIZED ({candidates})
+SELECT f.score, {columns}, {lexemes} AS lexemes
+FROM found f JOIN indexer.memory_chunks c ON c.tenant_id = $1 AND c.chunk_id = f.chunk_id
+"""
+
+
+LEXICAL_ROWS = _with_rows(LEXICAL, "$9", "$10", "tsvector_to_array(c.terms)")
+EXACT_VECTOR_ROWS = _with_rows(EXACT_VECTOR, "$6", "$8", "NULL::text[]")
+ANN_VECTOR_ROWS = {d: _with_rows(sql, "$6", "$8", "NULL::text[]") for d, sql in ANN_VECTOR.items()}
 # A write position is searchable once the memory consumers passed it and no debounced session holds it back.
 REACHED = """
 SELECT coalesce((SELECT ingest_seq FROM indexer.memory_progress WHERE tenant_id = $1 AND agent_id = $2), 0) >= $3
@@ -182,6 +205,15 @@ class MemoryReads:
             rows = await conn.fetch(LEXICAL, *_params(where), any_q, all_q, self._lexical_candidates, limit)
         return {str(r["chunk_id"]): float(r["score"]) for r in rows}
 
+    async def lexical_rows(
+        self, where: Where, any_q: str, all_q: str, limit: int, model: str | None, asked: Sequence[str]
+    ) -> tuple[dict[str, float], list["ChunkDetail"]]:
+        """`lexical` and, in the same statement, the candidates' details (as `details` gives a lexical match)."""
+        params = (*_params(where), any_q, all_q, self._lexical_candidates, limit, model, list(asked))
+        async with tenant_transaction(self._pool, where.tenant) as conn:
+            rows = await conn.fetch(LEXICAL_ROWS, *params)
+        return {str(r["chunk_id"]): float(r["score"]) for r in rows}, [_detail(r) for r in rows]
+
     async def vector(
         self, where: Where, query: Sequence[float], model: str, limit: int, exact_up_to: int = EXACT_UP_TO
     ) -> dict[str, float]:
@@ -198,6 +230,32 @@ class MemoryReads:
         """The vector candidates of a query vector that may still be computing: the transaction is opened and
         the plan chosen and configured meanwhile (the agent's size decides exact scan or HNSW), so only the
         search itself waits for the vector. None (no vector after all): no candidates."""
+        scores, _ = await self._vector(where, query, model, limit, exact_up_to, None)
+        return scores
+
+    async def vector_rows_when_ready(
+        self,
+        where: Where,
+        query: Awaitable[Sequence[float] | None],
+        model: str,
+        limit: int,
+        asked: Sequence[str],
+        exact_up_to: int = EXACT_UP_TO,
+    ) -> tuple[dict[str, float], list["ChunkDetail"]]:
+        """`vector_when_ready` and, in the same statement, the candidates' details (as `details` gives a chunk
+        that is not a lexical match; `asked` are the query's lexemes)."""
+        return await self._vector(where, query, model, limit, exact_up_to, asked)
+
+    async def _vector(
+        self,
+        where: Where,
+        query: Awaitable[Sequence[float] | None],
+        model: str,
+        limit: int,
+        exact_up_to: int,
+        asked: Sequence[str] | None,
+    ) -> tuple[dict[str, float], list["ChunkDetail"]]:
+        with_rows = () if asked is None else (list(asked),)
         async with tenant_transaction(self._pool, where.tenant) as conn:
             inputs = await conn.fetchrow(PLAN_INPUTS, uuid.UUID(where.tenant), where.agent)
             chunks, index_rows = (inputs["chunks"], inputs["rows"]) if inputs else (0, 0)
@@ -205,12 +263,14 @@ class MemoryReads:
                 await conn.execute(SET_ANN, *ann_settings(limit, chunks, index_rows))
             vector = await query
             if vector is None:
-                return {}
+                return {}, []
             if chunks > exact_up_to and len(vector) in ANN_VECTOR:
-                rows = await conn.fetch(ANN_VECTOR[len(vector)], *_params(where), list(vector), model, limit)
+                statement = (ANN_VECTOR if asked is None else ANN_VECTOR_ROWS)[len(vector)]
             else:  # a small agent, or a size without an HNSW index
-                rows = await conn.fetch(EXACT_VECTOR, *_params(where), list(vector), model, limit)
-        return {str(r["chunk_id"]): float(r["score"]) for r in rows}
+                statement = EXACT_VECTOR if asked is None else EXACT_VECTOR_ROWS
+            rows = await conn.fetch(statement, *_params(where), list(vector), model, limit, *with_rows)
+        scores = {str(r["chunk_id"]): float(r["score"]) for r in rows}
+        return scores, [] if asked is None else [_detail(r) for r in rows]
 
     async def details(
         self,
@@ -231,6 +291,13 @@ class MemoryReads:
             turns = [m for d in details if d.source == "sessions" for m in d.message_ids]
             cosines = await _turn_cosines(conn, tenant, turns, model, query) if query and model and turns else {}
         return details, cosines
+
+    async def turn_cosines(
+        self, tenant: str, message_ids: Sequence[str], model: str, query: Sequence[float]
+    ) -> dict[str, float]:
+        """The query's cosine with each of these turns (what `details` adds given the query's vector)."""
+        async with tenant_transaction(self._pool, tenant) as conn:
+            return await _turn_cosines(conn, tenant, message_ids, model, query)
 
     async def on_days(self, where: Where, month_days: Sequence[str], limit: int) -> list[str]:
         async with tenant_transaction(self._pool, where.tenant) as conn:

@@ -11,6 +11,7 @@ scores, and a caller can rank messages across hits.
 import asyncio
 import logging
 import unicodedata
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -24,7 +25,7 @@ from cairn.memindex.embeddings import RemoteEmbeddingError
 from cairn.recall.memory_dates import Day, days_named, month_days, on_day
 from cairn.recall.memory_queries import ChunkDetail, MemoryReads, Where
 from cairn.recall.memory_ranking import Candidate, RankingOptions, Turn, coverage, decay, fuse, mmr, rank_turns
-from cairn.text import build_query, index_terms, query_terms, snippet
+from cairn.text import build_query, index_terms, snippet
 
 log = logging.getLogger(__name__)
 
@@ -79,20 +80,23 @@ class MemorySearch:
         where = Where(tenant, query.agent, query.sources, query.caller_session_key)
         pool = min(max(query.limit * CANDIDATES_PER_RESULT, MIN_CANDIDATES), MAX_CANDIDATES)
         parsed = build_query(query.text)
+        wanted = list(parsed.terms) if parsed else []  # the lexemes it ranks by (`query_terms`)
         found = Found([])
         lexical_task = asyncio.ensure_future(  # the SQL runs while the query is embedded
-            self._reads.lexical(where, parsed.any_terms, parsed.all_terms, pool) if parsed else _nothing()
+            self._reads.lexical_rows(where, parsed.any_terms, parsed.all_terms, pool, self._embedder.model, wanted)
+            if parsed
+            else _nothing()
         )
-        query_vector, vector_hits = await self._vector_side(where, query.text, pool, found)
-        lexical = await lexical_task
+        query_vector, (vector_hits, vector_rows) = await self._vector_side(where, query.text, pool, found, wanted)
+        lexical, lexical_rows = await lexical_task
         days = days_named(query.text)
         dated = await self._reads.on_days(where, month_days(days), pool) if days else []
         ids = list(dict.fromkeys([*lexical, *vector_hits, *dated]))
         if not ids:
             return found
-        wanted = query_terms(query.text)
-        model, asked_vector = self._embedder.model, None if query_vector is None else query_vector.tolist()
-        rows, turn_cosine = await self._reads.details(tenant, ids, model, wanted, list(lexical), asked_vector)
+        asked_vector = None if query_vector is None else query_vector.tolist()
+        brought = [*vector_rows, *lexical_rows]
+        rows, turn_cosine = await self._details(tenant, ids, brought, wanted, lexical, asked_vector)
         details = {d.chunk_id: d for d in rows}
         scored = _Scored(query_vector, wanted, turn_cosine)
         candidates, vectors = _candidates(details, lexical, scored)
@@ -108,23 +112,49 @@ class MemorySearch:
         return found
 
     async def _vector_side(
-        self, where: Where, text: str, pool: int, found: Found
-    ) -> tuple[Vector | None, dict[str, float]]:
-        """The query's vector and its nearest chunks. The vector SQL's transaction and plan are set up while
-        the query is embedded (a worker thread or a remote call), so the search itself starts as it is ready."""
+        self, where: Where, text: str, pool: int, found: Found, asked: Sequence[str]
+    ) -> tuple[Vector | None, tuple[dict[str, float], list[ChunkDetail]]]:
+        """The query's vector and its nearest chunks with their details. The vector SQL's transaction and plan
+        are set up while the query is embedded (a worker thread or a remote call), so the search itself starts
+        as it is ready."""
         model = self._embedder.model
         if model is None:
             found.fallbacks.append("lexical only: no embedding provider is configured")
-            return None, {}
+            return None, ({}, [])
         embedding = asyncio.ensure_future(self._embed(text, found))
         listed = asyncio.ensure_future(_as_list(embedding))
         try:
-            hits = await self._reads.vector_when_ready(where, listed, model, pool)
+            hits = await self._reads.vector_rows_when_ready(where, listed, model, pool, asked)
         except BaseException:
             listed.cancel()  # the SQL failed before the vector was needed: leave no task behind
             embedding.cancel()
             raise
         return await embedding, hits
+
+    async def _details(
+        self,
+        tenant: str,
+        ids: Sequence[str],
+        brought: Sequence[ChunkDetail],
+        asked: Sequence[str],
+        lexical: dict[str, float],
+        query: list[float] | None,
+    ) -> tuple[list[ChunkDetail], dict[str, float]]:
+        """Every candidate's details, in chunk_id order (DETAILS's usual order, by primary key; sorted, so that
+        tied chunks rank the same whoever read them), and the query's cosine with the turns of the transcript
+        chunks among them. The two sides brought their candidates' rows (a lexical match's row, which holds its
+        lexemes, over the vector side's); only the others (chunks of a named day) are read now, so a search
+        without transcripts or dates needs no statement after its sides."""
+        model = self._embedder.model
+        rows = {d.chunk_id: d for d in brought}
+        missing = [key for key in ids if key not in rows]
+        if missing:
+            read, _ = await self._reads.details(tenant, missing, model, asked, list(lexical))
+            rows |= {d.chunk_id: d for d in read}
+        ordered = sorted((rows[key] for key in ids if key in rows), key=lambda d: uuid.UUID(d.chunk_id))
+        turns = [m for d in ordered if d.source == "sessions" for m in d.message_ids]
+        cosines = await self._reads.turn_cosines(tenant, turns, model, query) if query and model and turns else {}
+        return ordered, cosines
 
     async def _embed(self, text: str, found: Found) -> Vector | None:
         try:
@@ -275,5 +305,5 @@ async def _as_list(vector: "asyncio.Future[Vector | None]") -> list[float] | Non
     return None if ready is None else ready.tolist()
 
 
-async def _nothing() -> dict[str, float]:
-    return {}
+async def _nothing() -> tuple[dict[str, float], list[ChunkDetail]]:
+    return {}, []
