@@ -142,6 +142,4 @@ class _TranscriptBatch:
             self._pending[(tenant, session_id)] = replace(mark, first_seq=event.ingest_seq)
 
     async def complete(self) -> None:
-        await store.add_turns(self._conn, self._turns)
-        await store.mark_pending_many(self._conn, self._pending, self._delays)
-        await store.advance_many(self._conn, self._reached)
+        await store.write_transcript_batch(self._conn, self._turns, self._pending, self._delays, self._reached)
