@@ -15,6 +15,9 @@ import asyncpg
 
 from cairn.platform.settings import PostgresSettings
 
+# Notified (no payload) by the indexer when it advances a read-your-writes position; recall listens (progress.py).
+INDEX_PROGRESS_CHANNEL = "cairn_index_progress"
+
 # One round trip opens the transaction and sets its tenant (a UUID literal, so it cannot carry SQL).
 BEGIN_FOR_TENANT = "BEGIN; SELECT set_config('cairn.tenant_id', '{tenant}', true)"
 BEGIN_FOR_TENANTS = "BEGIN; SELECT set_config('cairn.tenant_ids', '{tenants}', true)"

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cairn.events import TranscriptAppended
+from cairn.platform.postgres import INDEX_PROGRESS_CHANNEL
 from cairn.text import message_vector
 
 Connection = Any
@@ -31,11 +32,16 @@ FROM unnest({", ".join(f"${n}::{_ARRAY_OF[c]}[]" for n, c in enumerate(MESSAGE_C
     AS m({", ".join(MESSAGE_COLUMNS)})
 ON CONFLICT (tenant_id, message_id) DO NOTHING
 """
-ADVANCE = """
-INSERT INTO indexer.progress (tenant_id, agent_id, ingest_seq)
-SELECT * FROM unnest($1::uuid[], $2::text[], $3::bigint[]) AS p(tenant_id, agent_id, ingest_seq)
-ON CONFLICT (tenant_id, agent_id) DO UPDATE
-    SET ingest_seq = greatest(indexer.progress.ingest_seq, excluded.ingest_seq), updated_at = now()
+# recall's read-your-writes waits listen on the channel: woken at the commit instead of at their next poll
+ADVANCE = f"""
+WITH advanced AS (
+    INSERT INTO indexer.progress (tenant_id, agent_id, ingest_seq)
+    SELECT * FROM unnest($1::uuid[], $2::text[], $3::bigint[]) AS p(tenant_id, agent_id, ingest_seq)
+    ON CONFLICT (tenant_id, agent_id) DO UPDATE
+        SET ingest_seq = greatest(indexer.progress.ingest_seq, excluded.ingest_seq), updated_at = now()
+    RETURNING 1
+)
+SELECT pg_notify('{INDEX_PROGRESS_CHANNEL}', '') WHERE EXISTS (SELECT FROM advanced)
 """
 
 

@@ -3,8 +3,8 @@
 from fastapi import FastAPI
 
 from cairn.memindex import LocalEmbedder, create_embedder
-from cairn.platform.consumer import Projection
 from cairn.platform.incognito import IncognitoThreads
+from cairn.platform.pull import Consumer
 from cairn.platform.runtime import Runtime, create_service_app, serve
 from cairn.recall.api import router
 from cairn.recall.files_api import router as files_router
@@ -14,14 +14,16 @@ from cairn.recall.memory_api import router as memory_router
 from cairn.recall.memory_queries import MemoryReads
 from cairn.recall.memory_ranking import RankingOptions
 from cairn.recall.memory_search import MemorySearch
+from cairn.recall.progress import IndexProgress
 from cairn.recall.queries import ReadStore
 from cairn.recall.sessions_api import router as sessions_router
 from cairn.recall.settings import RecallSettings
 
 
 def create_app(settings: RecallSettings) -> FastAPI:
-    def wire(runtime: Runtime) -> list[Projection]:
-        runtime.extras["reads"] = ReadStore(runtime.pool)
+    def wire(runtime: Runtime) -> list[Consumer]:
+        progress = IndexProgress(settings.postgres.url.get_secret_value())
+        runtime.extras["reads"] = ReadStore(runtime.pool, progress)
         runtime.extras["history"] = HistoryStore(runtime.pool)
         runtime.extras["documents"] = DocumentStore(runtime.pool)
         runtime.extras["incognito"] = IncognitoThreads(runtime.redis, settings.incognito)
@@ -33,7 +35,7 @@ def create_app(settings: RecallSettings) -> FastAPI:
         runtime.extras["embedder"] = embedder
         runtime.extras["memory_reads"] = MemoryReads(runtime.pool)
         runtime.extras["memory_search"] = MemorySearch(runtime.extras["memory_reads"], embedder, options)
-        return []
+        return [progress]
 
     return create_service_app(
         "recall",

@@ -1,6 +1,7 @@
 """Read-side SQL over the projections, each run for one tenant under row-level security."""
 
 import asyncio
+import contextlib
 import time
 import uuid
 from dataclasses import dataclass
@@ -9,6 +10,7 @@ from datetime import datetime
 import asyncpg
 
 from cairn.platform.postgres import tenant_transaction
+from cairn.recall.progress import IndexProgress
 from cairn.text import SearchQuery
 
 # The whole search is one function (migration 0029 holds the ranking and says why), called as one
@@ -65,8 +67,11 @@ class MessageHit:
 
 
 class ReadStore:
-    def __init__(self, pool: "asyncpg.Pool[asyncpg.Record]") -> None:
-        self._pool = pool
+    def __init__(
+        self, pool: "asyncpg.Pool[asyncpg.Record]", progress: IndexProgress | None = None, poll_s: float = 0.05
+    ) -> None:
+        """`progress`: wakes read-your-writes waits at the indexer's commits; they poll every `poll_s` anyway."""
+        self._pool, self._progress, self._poll_s = pool, progress, poll_s
 
     async def search_messages(self, tenant: str, scope: "Scope", query: SearchQuery, page: "Page") -> list[MessageHit]:
         async with self._pool.acquire() as conn:
@@ -91,10 +96,16 @@ class ReadStore:
         Per agent: each (tenant, agent) is applied in order, but agents progress independently."""
         deadline = time.monotonic() + bound_s
         while True:
+            changed = self._progress.changed() if self._progress else None
             async with tenant_transaction(self._pool, tenant) as conn:
                 reached = await conn.fetchval(INDEXED_UP_TO, tenant, agent)
             if reached is not None and reached >= position:
                 return True
             if time.monotonic() >= deadline:
                 return False
-            await asyncio.sleep(0.05)
+            pause = min(self._poll_s, max(0.0, deadline - time.monotonic()))
+            if changed is None:
+                await asyncio.sleep(pause)
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), pause)

@@ -1,0 +1,88 @@
+"""Read-your-writes waits of session search are woken by the indexer's commit (LISTEN/NOTIFY), not only by
+their poll: with a poll far longer than the bound, a wait still sees the position the indexer commits."""
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from typing import TypeAlias
+
+import asyncpg
+import pytest
+
+from cairn.indexer import store
+from cairn.local import LocalStack
+from cairn.platform.postgres import tenant_transaction
+from cairn.recall.progress import IndexProgress
+from cairn.recall.queries import ReadStore
+
+pytestmark = pytest.mark.integration
+
+Pool: TypeAlias = "asyncpg.Pool[asyncpg.Record]"
+NEVER = 3600.0  # a poll interval no wait here lives to see
+BOUND = 20.0
+
+
+@pytest.fixture
+async def progress(stack: LocalStack) -> AsyncIterator[IndexProgress]:
+    listener = IndexProgress(stack.postgres_url())
+    task = asyncio.create_task(listener.run())
+    await asyncio.sleep(0.5)  # listening
+    try:
+        yield listener
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def commit_progress(pool: Pool, tenant: str, agent: str, position: int) -> None:
+    async with tenant_transaction(pool, tenant) as conn:
+        await store.advance(conn, {(tenant, agent): position})
+
+
+async def waited(reads: ReadStore, tenant: str, agent: str, position: int, pool: Pool) -> bool:
+    """Wait for `position` while the indexer commits it a moment later; the wait must end by half its bound
+    (its poll never comes before the bound, and at the bound it would look once more and answer True)."""
+    waiting = asyncio.create_task(reads.wait_for_index(tenant, agent, position, BOUND))
+    await asyncio.sleep(0.3)
+    assert not waiting.done(), "the position was not there yet: the wait is on"
+    await commit_progress(pool, tenant, agent, position)
+    return await asyncio.wait_for(waiting, BOUND / 2)
+
+
+async def test_a_wait_is_woken_by_the_indexer_s_commit(
+    app_pool: Pool, projector_pool: Pool, progress: IndexProgress
+) -> None:
+    tenant = str(uuid.uuid4())
+    assert await waited(ReadStore(app_pool, progress, poll_s=NEVER), tenant, "main", 7, projector_pool)
+
+
+async def test_without_the_listener_a_wait_sees_the_commit_only_at_its_next_poll(
+    app_pool: Pool, projector_pool: Pool
+) -> None:
+    """The control: the same wait without the listener is still waiting for its next poll after the commit."""
+    tenant = str(uuid.uuid4())
+    reads = ReadStore(app_pool, None, poll_s=NEVER)
+    waiting = asyncio.create_task(reads.wait_for_index(tenant, "main", 7, BOUND))
+    await asyncio.sleep(0.3)
+    await commit_progress(projector_pool, tenant, "main", 7)
+    await asyncio.sleep(2.0)
+    still_waiting = not waiting.done()
+    waiting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await waiting
+    assert still_waiting
+
+
+async def test_a_lost_listening_connection_is_replaced(
+    app_pool: Pool, projector_pool: Pool, progress: IndexProgress, admin: "asyncpg.Connection[asyncpg.Record]"
+) -> None:
+    killed = await admin.fetchval(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query LIKE 'LISTEN%'"
+        " AND pid <> pg_backend_pid()"
+    )
+    assert killed >= 1
+    await asyncio.sleep(1.0)  # listening again
+    tenant = str(uuid.uuid4())
+    assert await waited(ReadStore(app_pool, progress, poll_s=NEVER), tenant, "main", 3, projector_pool)
