@@ -1,0 +1,192 @@
+-- Session search: 0069's sooner walk and 0068's generic ranking plan are taken back; 0068's scoring of an
+-- every-term page stays. Both were measured in the largest tenant at 1M stored messages (123k messages). In the
+-- tenants a hosted service has many more of (about 13k messages), an interleaved A/B of the same 200 queries on
+-- one quiet stack (notes/stop-session6.md) showed:
+--   - the walk counted at a quarter of a keyed row (0069) doubled p99: 29 -> 69 ms (a 13k tenant's rows are
+--     spread over the heap, so its walked rows cost as much as its keyed ones: the factor of four holds for the
+--     one tenant whose rows are dense);
+--   - the generic plan (0068) raised p50 by half: 16.5 -> 24.4 ms (planning once saves ~2 ms, but the one plan
+--     fits no tenant size well).
+-- The matching is 0054's again, and the ranking statement is planned per call; the answers never changed.
+
+CREATE OR REPLACE FUNCTION indexer.matching_messages(
+    p_tenant uuid, p_query tsquery, p_agent text, p_session_keys text[], p_cap int,
+    p_after_at timestamptz DEFAULT NULL, p_after_id uuid DEFAULT NULL, p_within tsquery DEFAULT NULL,
+    p_share float8 DEFAULT 0
+)
+RETURNS TABLE (message_id uuid, occurred_at timestamptz, terms tsvector)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER  -- EXPLAIN is refused in a STABLE function
+SET search_path = indexer, pg_temp
+SET plan_cache_mode = force_custom_plan
+SET max_parallel_workers_per_gather = 0  -- one tenant's few pages: starting workers costs more (below)
+AS $$
+#variable_conflict use_column
+DECLARE
+    keyed tsquery := indexer.tenant_terms_query(p_tenant, p_query);
+    matches float8;
+    size float8;
+    before timestamptz := coalesce(p_after_at, 'infinity');
+    after_id uuid := p_after_id;
+    wanted int := p_cap;
+    visits bigint;
+    walked bigint := 0;
+    hit record;
+    last_at timestamptz;
+    last_id uuid;
+BEGIN
+    IF p_tenant IS DISTINCT FROM cairn.current_tenant() OR p_cap <= 0 THEN
+        RETURN;
+    END IF;
+    matches := indexer.estimated_matches(keyed);
+    IF p_within IS NOT NULL AND p_share > 0 THEN
+        matches := greatest(matches, p_share * indexer.estimated_matches(indexer.tenant_terms_query(p_tenant, p_within)));
+    END IF;
+    size := (SELECT coalesce(sum(n.messages), 0) FROM indexer.message_counts n WHERE n.tenant_id = p_tenant);
+    -- never more matches than messages: a key missing from the index's statistics (a rare term, a small tenant's)
+    -- gets a default share of the whole table, a thousand rows at 1M, and a tenant of 600 messages walked them all
+    matches := least(matches, size);
+    -- 0039: walking from the newest reads about size·cap/matches rows, the keys read every match.
+    IF matches * matches > size * p_cap THEN
+        visits := ceil(4 * size * p_cap / matches);
+        -- row by row, to know the oldest it returns: the keys take over strictly after that row, so no row comes
+        -- twice and none is skipped even if messages arrive or go between the two statements
+        FOR hit IN
+            SELECT v.message_id, v.occurred_at, v.terms
+            FROM (
+                SELECT m.message_id, m.occurred_at, m.terms, m.agent_id, m.session_key
+                FROM indexer.messages m
+                WHERE m.tenant_id = p_tenant AND m.occurred_at <= before
+                  AND (after_id IS NULL OR m.occurred_at < before OR m.message_id > after_id)
+                ORDER BY m.occurred_at DESC, m.message_id
+                LIMIT visits
+            ) v
+            WHERE v.terms @@ p_query
+              AND (p_agent IS NULL OR v.agent_id = p_agent) AND (p_session_keys IS NULL OR v.session_key = ANY(p_session_keys))
+            ORDER BY v.occurred_at DESC, v.message_id
+            LIMIT p_cap
+        LOOP
+            message_id := hit.message_id;
+            occurred_at := hit.occurred_at;
+            terms := hit.terms;
+            RETURN NEXT;
+            walked := walked + 1;
+            last_at := hit.occurred_at;
+            last_id := hit.message_id;
+        END LOOP;
+        IF walked >= p_cap THEN
+            RETURN;
+        END IF;
+        -- every match among the rows the walk read was returned: the rest are older than the last one returned
+        IF walked > 0 THEN
+            before := last_at;
+            after_id := last_id;
+        END IF;
+        wanted := p_cap - walked;
+    END IF;
+    RETURN QUERY
+    SELECT m.message_id, m.occurred_at, m.terms
+    FROM indexer.messages m
+    WHERE (m.tenant_id = p_tenant) IS TRUE AND indexer.tenant_terms(m.tenant_id, m.terms) @@ keyed
+      AND m.occurred_at <= before AND (after_id IS NULL OR m.occurred_at < before OR m.message_id > after_id)
+      AND m.terms @@ p_query
+      AND (p_agent IS NULL OR m.agent_id = p_agent) AND (p_session_keys IS NULL OR m.session_key = ANY(p_session_keys))
+    ORDER BY m.occurred_at DESC, m.message_id
+    LIMIT wanted;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION indexer.search_messages(
+    p_tenant uuid, p_any tsquery, p_all tsquery, p_limit int, p_offset int, p_agent text, p_session_keys text[],
+    p_lexemes text[], p_weights float8[], p_cap int
+)
+RETURNS TABLE (session_key text, session_id text, message_id text, role text, occurred_at timestamptz, text text,
+               external_id text, score float8)
+LANGUAGE plpgsql
+SET search_path = indexer, pg_temp
+SET plan_cache_mode = force_custom_plan
+AS $$
+#variable_conflict use_column
+DECLARE
+    any_query tsquery := CASE WHEN p_any = p_all THEN p_any ELSE p_any || p_all END;
+BEGIN
+    IF coalesce(current_setting('cairn.tenant_id', true), '') NOT IN ('', p_tenant::text) THEN
+        RAISE EXCEPTION 'search_messages for tenant % inside a transaction of another tenant', p_tenant;
+    END IF;
+    PERFORM set_config('cairn.tenant_id', p_tenant::text, true);
+    RETURN QUERY
+    WITH some_term AS MATERIALIZED (
+        SELECT s.message_id, s.occurred_at, s.terms @@ p_all AS every, length(s.terms) AS length,
+               ts_filter(setweight(s.terms, 'A', p_lexemes), '{a}') AS asked
+        FROM indexer.matching_messages(p_tenant, any_query, p_agent, p_session_keys, p_cap) s
+    ),
+    -- how far the any-term candidates reach back, and how many of them have every term
+    reach AS MATERIALIZED (
+        SELECT count(*)::int AS found, (count(*) FILTER (WHERE every))::int AS every,
+               (array_agg(s.occurred_at ORDER BY s.occurred_at, s.message_id DESC))[1] AS oldest_at,
+               (array_agg(s.message_id ORDER BY s.occurred_at, s.message_id DESC))[1] AS oldest_id
+        FROM some_term s
+    ),
+    every_term AS MATERIALIZED (
+        SELECT e.message_id, e.occurred_at, true AS every, length(e.terms) AS length,
+               ts_filter(setweight(e.terms, 'A', p_lexemes), '{a}') AS asked
+        FROM reach r,
+             indexer.matching_messages(p_tenant, p_all, p_agent, p_session_keys, p_cap - r.every, r.oldest_at,
+                                       r.oldest_id, any_query, r.every::float8 / greatest(r.found, 1)) e
+        WHERE p_any <> p_all AND r.found >= p_cap AND r.every < p_cap
+    ),
+    candidates AS MATERIALIZED (
+        SELECT * FROM some_term
+        UNION ALL
+        SELECT * FROM every_term
+    ),
+    -- the page can be told from the every-term candidates alone when enough of them have an asked lexeme
+    every_only AS MATERIALIZED (
+        SELECT coalesce((SELECT bool_and(p_weights[array_position(p_lexemes, l)] > 0
+                                         AND p_weights[array_position(p_lexemes, l)] <= 1000)
+                         FROM unnest(p_lexemes) l)
+                        AND count(*) FILTER (WHERE c.every AND length(c.asked) > 0) >= p_limit::bigint + p_offset,
+                        false) AS page
+        FROM candidates c
+    ),
+    -- the candidates scored: all, or the every-term ones when the page is theirs
+    hits AS (
+        SELECT t.message_id, t.occurred_at, t.every, t.length::float8 AS length, (t.term).lexeme,
+               cardinality((t.term).positions)::float8 AS tf
+        FROM (SELECT c.message_id, c.occurred_at, c.every, c.length, unnest(c.asked) AS term
+              FROM candidates c, every_only o WHERE c.every OR NOT o.page) t
+    ),
+    -- the others' asked lexemes, counted for df only
+    unscored AS (
+        SELECT unnest(tsvector_to_array(c.asked)) AS lexeme
+        FROM candidates c, every_only o WHERE NOT c.every AND o.page
+    ),
+    stats AS MATERIALIZED (
+        SELECT l.lexeme, count(*)::float8 AS df, p_weights[array_position(p_lexemes, l.lexeme)] AS weight
+        FROM (SELECT hits.lexeme FROM hits UNION ALL SELECT unscored.lexeme FROM unscored) l GROUP BY l.lexeme
+    ),
+    corpus AS MATERIALIZED (
+        SELECT greatest((SELECT least(coalesce(sum(n.messages), 0), 10000) FROM indexer.message_counts n
+                         WHERE n.tenant_id = p_tenant),
+                        (SELECT count(*) FROM candidates))::float8 AS n,
+               (SELECT greatest(avg(candidates.length), 1) FROM candidates)::float8 AS length
+    ),
+    scored AS (
+        SELECT hits.message_id, hits.occurred_at, hits.every,
+               sum(stats.weight * ln(1 + (corpus.n - stats.df + 0.5) / (stats.df + 0.5))
+                   * hits.tf * 1.9 / (hits.tf + 0.9 * (0.6 + 0.4 * hits.length / corpus.length))) AS bm25
+        FROM hits JOIN stats ON stats.lexeme = hits.lexeme, corpus
+        GROUP BY hits.message_id, hits.occurred_at, hits.every
+    ),
+    ranked AS (
+        SELECT scored.message_id, scored.occurred_at,
+               (CASE WHEN every THEN 1.0 ELSE 0.0 END + bm25 / (bm25 + 1))::float8 AS score
+        FROM scored
+        ORDER BY score DESC, scored.occurred_at DESC, scored.message_id
+        LIMIT p_limit OFFSET p_offset
+    )
+    SELECT m.session_key, m.session_id::text, m.message_id::text, m.role, m.occurred_at, m.text, m.external_id,
+           r.score
+    FROM ranked r JOIN indexer.messages m ON m.tenant_id = p_tenant AND m.message_id = r.message_id
+    ORDER BY r.score DESC, r.occurred_at DESC, r.message_id;
+END
+$$;
