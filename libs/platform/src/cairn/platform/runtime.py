@@ -137,11 +137,11 @@ async def _shut_down(
         if stuck:
             log.error("cairn-%s: consumers still stopping after %.0fs: %s", name, SHUTDOWN_STEP_S,
                       ", ".join(sorted(task.get_name() for task in stuck)))  # fmt: skip
-    steps: list[tuple[str, Awaitable[object]]] = [("nats", broker.stop()), ("redis", redis.aclose())]
-    steps.append(("postgres", pool.close()))
-    for what, step in steps:
+    steps: list[tuple[str, Callable[[], Awaitable[object]]]] = [("nats", broker.stop), ("redis", redis.aclose)]
+    steps.append(("postgres", pool.close))
+    for what, close in steps:
         try:
-            await asyncio.wait_for(step, SHUTDOWN_STEP_S)
+            await asyncio.wait_for(close(), SHUTDOWN_STEP_S)
         except TimeoutError:
             log.error("cairn-%s: closing %s took over %.0fs, left to the exit", name, what, SHUTDOWN_STEP_S)
     log.info("cairn-%s stopped in %.2fs", name, time.monotonic() - started)
