@@ -5,6 +5,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
+from datetime import datetime
 from typing import TypeAlias
 
 import asyncpg
@@ -12,9 +13,10 @@ import pytest
 
 from cairn.indexer import store
 from cairn.local import LocalStack
-from cairn.platform.postgres import tenant_transaction
+from cairn.platform.postgres import INDEX_PROGRESS_CHANNEL, tenant_transaction
 from cairn.recall.progress import IndexProgress
 from cairn.recall.queries import ReadStore
+from tests.integration.conftest import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -26,8 +28,9 @@ BOUND = 20.0
 @pytest.fixture
 async def progress(stack: LocalStack) -> AsyncIterator[IndexProgress]:
     listener = IndexProgress(stack.postgres_url())
+    since = await _now(stack)
     task = asyncio.create_task(listener.run())
-    await asyncio.sleep(0.5)  # listening
+    assert await eventually(lambda: _listening(stack, since)), "the listener's LISTEN never ran"
     try:
         yield listener
     finally:
@@ -86,3 +89,25 @@ async def test_a_lost_listening_connection_is_replaced(
     await asyncio.sleep(1.0)  # listening again
     tenant = str(uuid.uuid4())
     assert await waited(ReadStore(app_pool, progress, poll_s=NEVER), tenant, "main", 3, projector_pool)
+
+
+async def _now(stack: LocalStack) -> datetime:
+    admin = await asyncpg.connect(stack.postgres_url("postgres"))
+    try:
+        now: datetime = await admin.fetchval("SELECT clock_timestamp()")
+        return now
+    finally:
+        await admin.close()
+
+
+async def _listening(stack: LocalStack, since: datetime) -> bool:
+    """Whether a backend started after `since` has run the listener's LISTEN (a commit before would not be
+    notified; an earlier test's listener may still be going away)."""
+    admin = await asyncpg.connect(stack.postgres_url("postgres"))
+    try:
+        return bool(await admin.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE backend_start >= $1 AND query LIKE $2",
+            since, f"LISTEN %{INDEX_PROGRESS_CHANNEL}%",
+        ))  # fmt: skip
+    finally:
+        await admin.close()

@@ -179,7 +179,8 @@ async def test_during_a_rolling_deploy_only_the_newest_model_re_embeds_until_its
     old_worker = asyncio.create_task(MemoryWorker(pool, old).run())
     new_worker: asyncio.Task[None] | None = None
     try:
-        await asyncio.sleep(0.5)  # the old replica has looked, and found its own model everywhere
+        # the old replica has claimed its model (and found it everywhere) before the new one starts
+        assert await eventually(lambda: _claimed(database, OLD))
         assert await _models(pool, tenant) == ({OLD}, set())
         new_worker = asyncio.create_task(MemoryWorker(pool, new).run())
         assert await eventually(lambda: _chunks_of(pool, tenant, NEW)), await _models(pool, tenant)
@@ -202,3 +203,12 @@ async def test_during_a_rolling_deploy_only_the_newest_model_re_embeds_until_its
 
 async def _chunks_of(pool: Pool, tenant: str, model: str) -> bool:
     return (await _models(pool, tenant))[0] == {model}
+
+
+async def _claimed(database: str, model: str) -> bool:
+    """Whether a replica has claimed `model` (the claims table is read only through its function, so as the owner)."""
+    owner = await asyncpg.connect(database.replace("cairn_app@", "postgres@"))
+    try:
+        return bool(await owner.fetchval("SELECT count(*) FROM indexer.embedding_models WHERE model = $1", model))
+    finally:
+        await owner.close()
