@@ -1,5 +1,6 @@
-"""Read-your-writes waits of session search are woken by the indexer's commit (LISTEN/NOTIFY), not only by
-their poll: with a poll far longer than the bound, a wait still sees the position the indexer commits."""
+"""Read-your-writes waits of session search and of memory search are woken by the indexer's commit
+(LISTEN/NOTIFY), not only by their poll: with a poll far longer than the bound, a wait still sees the position the
+indexer commits."""
 
 import asyncio
 import contextlib
@@ -13,8 +14,10 @@ import pytest
 
 from cairn.indexer import store
 from cairn.local import LocalStack
-from cairn.platform.postgres import INDEX_PROGRESS_CHANNEL, tenant_transaction
-from cairn.recall.progress import IndexProgress
+from cairn.memindex import store as memory_store
+from cairn.platform.postgres import tenant_transaction
+from cairn.recall.memory_queries import MemoryReads
+from cairn.recall.progress import CHANNELS, IndexProgress
 from cairn.recall.queries import ReadStore
 from tests.integration.conftest import eventually
 
@@ -91,6 +94,54 @@ async def test_a_lost_listening_connection_is_replaced(
     assert await waited(ReadStore(app_pool, progress, poll_s=NEVER), tenant, "main", 3, projector_pool)
 
 
+async def test_a_memory_search_wait_is_woken_by_the_memory_index_s_commit(
+    app_pool: Pool, projector_pool: Pool, progress: IndexProgress
+) -> None:
+    tenant = uuid.UUID(str(uuid.uuid4()))
+    reads = MemoryReads(app_pool, progress=progress, poll_s=NEVER)
+    waiting = asyncio.create_task(reads.wait_for(str(tenant), "main", 5, BOUND))
+    await asyncio.sleep(0.3)
+    assert not waiting.done(), "the position was not there yet: the wait is on"
+    async with tenant_transaction(projector_pool, str(tenant)) as conn:
+        await memory_store.advance(conn, tenant, "main", 5)
+    assert await asyncio.wait_for(waiting, BOUND / 2)
+
+
+async def test_a_memory_search_wait_for_a_due_session_is_woken_when_it_is_chunked(
+    app_pool: Pool, projector_pool: Pool, progress: IndexProgress
+) -> None:
+    """A turn's position is passed at once, but its session is chunked only after the debounce: the wait is held
+    by the pending session (the position's notification wakes it to look again, and it keeps waiting) and woken
+    again when the chunking commits."""
+    tenant, session = uuid.UUID(str(uuid.uuid4())), uuid.uuid4()
+    reads = MemoryReads(app_pool, progress=progress, poll_s=NEVER)
+    waiting = asyncio.create_task(reads.wait_for(str(tenant), "main", 9, BOUND))
+    async with tenant_transaction(projector_pool, str(tenant)) as conn:
+        await memory_store.mark_pending(conn, tenant, "main", (session, "agent:main:main"), (60.0, 60.0), 9)
+        await memory_store.advance(conn, tenant, "main", 9)
+    await asyncio.sleep(1.0)
+    assert not waiting.done(), "the session is not chunked yet: the wait is on"
+    async with tenant_transaction(projector_pool, str(tenant)) as conn:
+        await memory_store.finish_pending(conn, tenant, session)
+    assert await asyncio.wait_for(waiting, BOUND / 2)
+
+
+async def test_without_the_listener_a_memory_search_wait_sees_the_commit_only_at_its_next_poll(
+    app_pool: Pool, projector_pool: Pool
+) -> None:
+    tenant = uuid.UUID(str(uuid.uuid4()))
+    waiting = asyncio.create_task(MemoryReads(app_pool, poll_s=NEVER).wait_for(str(tenant), "main", 5, BOUND))
+    await asyncio.sleep(0.3)
+    async with tenant_transaction(projector_pool, str(tenant)) as conn:
+        await memory_store.advance(conn, tenant, "main", 5)
+    await asyncio.sleep(2.0)
+    still_waiting = not waiting.done()
+    waiting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await waiting
+    assert still_waiting
+
+
 async def _now(stack: LocalStack) -> datetime:
     admin = await asyncpg.connect(stack.postgres_url("postgres"))
     try:
@@ -101,13 +152,13 @@ async def _now(stack: LocalStack) -> datetime:
 
 
 async def _listening(stack: LocalStack, since: datetime) -> bool:
-    """Whether a backend started after `since` has run the listener's LISTEN (a commit before would not be
+    """Whether a backend started after `since` has run the listener's last LISTEN (a commit before would not be
     notified; an earlier test's listener may still be going away)."""
     admin = await asyncpg.connect(stack.postgres_url("postgres"))
     try:
         return bool(await admin.fetchval(
             "SELECT count(*) FROM pg_stat_activity WHERE backend_start >= $1 AND query LIKE $2",
-            since, f"LISTEN %{INDEX_PROGRESS_CHANNEL}%",
+            since, f"LISTEN %{CHANNELS[-1]}%",
         ))  # fmt: skip
     finally:
         await admin.close()

@@ -15,6 +15,7 @@ import numpy as np
 
 from cairn.memindex.embeddings import Vectors
 from cairn.memindex.transcripts import Turn
+from cairn.platform.postgres import MEMORY_PROGRESS_CHANNEL
 
 Connection = Any
 
@@ -48,10 +49,16 @@ ON CONFLICT (tenant_id, session_id) DO UPDATE
 SET due_at = least(now() + make_interval(secs => $5), p.first_at + make_interval(secs => $6)),
     first_seq = least(p.first_seq, excluded.first_seq)
 """
-ADVANCE = """
-INSERT INTO indexer.memory_progress AS m (tenant_id, agent_id, ingest_seq) VALUES ($1, $2, $3)
-ON CONFLICT (tenant_id, agent_id) DO UPDATE
-SET ingest_seq = greatest(m.ingest_seq, excluded.ingest_seq), updated_at = now()
+# recall's memory read-your-writes waits listen on the channel (delivered at the commit); see WRITE_TRANSCRIPT_BATCH
+# and DONE_PENDING too
+ADVANCE = f"""
+WITH advanced AS (
+    INSERT INTO indexer.memory_progress AS m (tenant_id, agent_id, ingest_seq) VALUES ($1, $2, $3)
+    ON CONFLICT (tenant_id, agent_id) DO UPDATE
+    SET ingest_seq = greatest(m.ingest_seq, excluded.ingest_seq), updated_at = now()
+    RETURNING 1
+)
+SELECT pg_notify('{MEMORY_PROGRESS_CHANNEL}', '') WHERE EXISTS (SELECT FROM advanced)
 """
 # The same three, set-based, for a fetched batch of transcript events of any tenants (one row per session
 # in MARK_PENDING_MANY and per agent in ADVANCE_MANY: an upsert may touch a row only once per statement).
@@ -76,6 +83,7 @@ INSERT INTO indexer.memory_progress AS m (tenant_id, agent_id, ingest_seq)
 SELECT * FROM unnest($1::uuid[], $2::text[], $3::bigint[])
 ON CONFLICT (tenant_id, agent_id) DO UPDATE
 SET ingest_seq = greatest(m.ingest_seq, excluded.ingest_seq), updated_at = now()
+RETURNING 1
 """
 
 
@@ -88,14 +96,18 @@ def _shifted(sql: str, by: int) -> str:
 # data-modifying CTEs all run, to completion, whether or not the outer statement reads them.
 WRITE_TRANSCRIPT_BATCH = f"""
 WITH turns AS ({INSERT_TURNS.strip()}),
-pending AS ({_shifted(MARK_PENDING_MANY, 12).strip()})
-{_shifted(ADVANCE_MANY, 19).strip()}
+pending AS ({_shifted(MARK_PENDING_MANY, 12).strip()}),
+advanced AS ({_shifted(ADVANCE_MANY, 19).strip()})
+SELECT pg_notify('{MEMORY_PROGRESS_CHANNEL}', '') WHERE EXISTS (SELECT FROM advanced)
 """
 CLAIM_PENDING = """
 SELECT agent_id, due_at FROM indexer.memory_pending WHERE tenant_id = $1 AND session_id = $2
 FOR UPDATE SKIP LOCKED
 """
-DONE_PENDING = "DELETE FROM indexer.memory_pending WHERE tenant_id = $1 AND session_id = $2"
+DONE_PENDING = f"""
+WITH done AS (DELETE FROM indexer.memory_pending WHERE tenant_id = $1 AND session_id = $2 RETURNING 1)
+SELECT pg_notify('{MEMORY_PROGRESS_CHANNEL}', '') WHERE EXISTS (SELECT FROM done)
+"""
 LAST_CHUNK_START = """
 SELECT coalesce(max(start_line), 0) FROM indexer.memory_chunks
 WHERE tenant_id = $1 AND session_id = $2 AND session_id IS NOT NULL

@@ -16,7 +16,8 @@ import asyncpg
 from cairn.platform.settings import PostgresSettings
 
 # Notified (no payload) by the indexer when it advances a read-your-writes position; recall listens (progress.py).
-INDEX_PROGRESS_CHANNEL = "cairn_index_progress"
+INDEX_PROGRESS_CHANNEL = "cairn_index_progress"  # session search's index
+MEMORY_PROGRESS_CHANNEL = "cairn_memory_progress"  # the memory index: a position advanced or a session chunked
 
 # One round trip opens the transaction and sets its tenant (a UUID literal, so it cannot carry SQL).
 BEGIN_FOR_TENANT = "BEGIN; SELECT set_config('cairn.tenant_id', '{tenant}', true)"

@@ -33,7 +33,7 @@ def create_app(settings: RecallSettings) -> FastAPI:
         ranking = settings.memory_search
         options = RankingOptions(ranking.fusion, ranking.vector_weight, ranking.half_life_days, ranking.mmr_lambda)
         runtime.extras["embedder"] = embedder
-        runtime.extras["memory_reads"] = MemoryReads(runtime.pool)
+        runtime.extras["memory_reads"] = MemoryReads(runtime.pool, progress=progress)
         runtime.extras["memory_search"] = MemorySearch(runtime.extras["memory_reads"], embedder, options)
         return [progress]
 

@@ -7,18 +7,18 @@ exact), and a large one through HNSW with pgvector 0.8's iterative scan, allowed
 tuples for its share of the index to fill the candidate list.
 """
 
-import asyncio
-import time
 import uuid
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
+from functools import partial
 from typing import Any
 
 import asyncpg
 import numpy as np
 
-from cairn.platform.postgres import tenant_transaction
+from cairn.platform.postgres import MEMORY_PROGRESS_CHANNEL, tenant_transaction
+from cairn.recall.progress import IndexProgress, wait_until
 
 SUPPORTED_DIMS = (384, 512, 768, 1024, 1536)  # each has a partial HNSW index (migration 0023)
 EXACT_UP_TO = 10_000  # chunks of an agent searched exactly; more go through HNSW
@@ -196,9 +196,17 @@ def ann_settings(limit: int, agent_chunks: int, index_rows: int) -> tuple[str, s
 
 
 class MemoryReads:
-    def __init__(self, pool: "asyncpg.Pool[asyncpg.Record]", lexical_candidates: int = LEXICAL_CANDIDATES) -> None:
+    def __init__(
+        self,
+        pool: "asyncpg.Pool[asyncpg.Record]",
+        lexical_candidates: int = LEXICAL_CANDIDATES,
+        progress: IndexProgress | None = None,
+        poll_s: float = 0.05,
+    ) -> None:
+        """`progress`: wakes read-your-writes waits at the memory index's commits; they poll every `poll_s` anyway."""
         self._pool = pool
         self._lexical_candidates = lexical_candidates
+        self._progress, self._poll_s = progress, poll_s
 
     async def lexical(self, where: Where, any_q: str, all_q: str, limit: int) -> dict[str, float]:
         async with tenant_transaction(self._pool, where.tenant) as conn:
@@ -306,14 +314,13 @@ class MemoryReads:
 
     async def wait_for(self, tenant: str, agent: str, position: int, bound_s: float) -> bool:
         """Wait (bounded) until the agent's memory index covers ingest position `position`; False at the bound."""
-        deadline = time.monotonic() + bound_s
-        while True:
+
+        async def reached() -> bool:
             async with tenant_transaction(self._pool, tenant) as conn:
-                if await conn.fetchval(REACHED, uuid.UUID(tenant), agent, position):
-                    return True
-            if time.monotonic() >= deadline:
-                return False
-            await asyncio.sleep(0.05)
+                return bool(await conn.fetchval(REACHED, uuid.UUID(tenant), agent, position))
+
+        woken = partial(self._progress.changed, MEMORY_PROGRESS_CHANNEL) if self._progress else None
+        return await wait_until(reached, bound_s, self._poll_s, woken)
 
     async def status(self, tenant: str, agent: str, model: str | None) -> dict[str, Any]:
         tenant_id = uuid.UUID(tenant)

@@ -1,15 +1,21 @@
 """Read-your-writes waits woken by the indexer's commits: it notifies `INDEX_PROGRESS_CHANNEL` whenever it
-advances a position (delivered at its commit), and a waiting search looks again at once instead of at its
+advances a session search position and `MEMORY_PROGRESS_CHANNEL` whenever the memory index advances one or
+chunks a due session (delivered at its commit), and a waiting search looks again at once instead of at its
 next poll. The waits still poll, so a lost listening connection only makes them slower."""
 
 import asyncio
+import contextlib
 import logging
+import time
+from collections.abc import Awaitable, Callable
 
 import asyncpg
 
-from cairn.platform.postgres import INDEX_PROGRESS_CHANNEL
+from cairn.platform.postgres import INDEX_PROGRESS_CHANNEL, MEMORY_PROGRESS_CHANNEL
 
 log = logging.getLogger(__name__)
+
+CHANNELS = (INDEX_PROGRESS_CHANNEL, MEMORY_PROGRESS_CHANNEL)
 
 
 class IndexProgress:
@@ -20,16 +26,20 @@ class IndexProgress:
 
     def __init__(self, url: str) -> None:
         self._url = url
-        self._changed = asyncio.Event()
+        self._changed = {channel: asyncio.Event() for channel in CHANNELS}
 
-    def changed(self) -> asyncio.Event:
-        """Set at the next notification after this call: take it before looking at the position, so a commit
-        between the look and the wait is not missed."""
-        return self._changed
+    def changed(self, channel: str = INDEX_PROGRESS_CHANNEL) -> asyncio.Event:
+        """Set at the next notification on `channel` after this call: take it before looking at the position, so
+        a commit between the look and the wait is not missed."""
+        return self._changed[channel]
 
-    def _notified(self, *_: object) -> None:
-        changed, self._changed = self._changed, asyncio.Event()
+    def _notified(self, _conn: object, _pid: int, channel: str, _payload: object) -> None:
+        changed, self._changed[channel] = self._changed[channel], asyncio.Event()
         changed.set()
+
+    def _missed(self) -> None:
+        for channel in CHANNELS:
+            self._notified(None, 0, channel, None)
 
     async def run(self) -> None:
         while True:
@@ -38,7 +48,7 @@ class IndexProgress:
             except (OSError, asyncpg.PostgresError) as error:
                 log.warning("cannot listen for index progress (waits only poll meanwhile): %s", error)
                 await asyncio.sleep(1.0)
-            self._notified()  # what was missed meanwhile: every wait looks again
+            self._missed()  # what was missed meanwhile: every wait looks again
 
     async def _listen(self) -> None:
         """Until the connection is lost."""
@@ -46,8 +56,29 @@ class IndexProgress:
         lost = asyncio.Event()
         try:
             conn.add_termination_listener(lambda _: lost.set())
-            await conn.add_listener(INDEX_PROGRESS_CHANNEL, self._notified)
+            for channel in CHANNELS:
+                await conn.add_listener(channel, self._notified)
             await lost.wait()
             log.warning("lost the index progress listener, reconnecting")
         finally:
             conn.terminate()
+
+
+async def wait_until(
+    reached: Callable[[], Awaitable[bool]], bound_s: float, poll_s: float, woken: Callable[[], asyncio.Event] | None
+) -> bool:
+    """Look until `reached()` (True) or the bound (False, after one more look at it): again after each `poll_s`,
+    or at once when the event `woken()` gave before the look is set."""
+    deadline = time.monotonic() + bound_s
+    while True:
+        changed = woken() if woken else None
+        if await reached():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        pause = min(poll_s, max(0.0, deadline - time.monotonic()))
+        if changed is None:
+            await asyncio.sleep(pause)
+        else:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), pause)

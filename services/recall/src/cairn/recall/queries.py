@@ -1,8 +1,5 @@
 """Read-side SQL over the projections, each run for one tenant under row-level security."""
 
-import asyncio
-import contextlib
-import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -10,7 +7,7 @@ from datetime import datetime
 import asyncpg
 
 from cairn.platform.postgres import tenant_transaction
-from cairn.recall.progress import IndexProgress
+from cairn.recall.progress import IndexProgress, wait_until
 from cairn.text import SearchQuery
 
 # The whole search is one function (migration 0029 holds the ranking and says why), called as one
@@ -94,18 +91,10 @@ class ReadStore:
         """Wait (bounded) until the agent's index covers ingest position `position`; False at the bound.
 
         Per agent: each (tenant, agent) is applied in order, but agents progress independently."""
-        deadline = time.monotonic() + bound_s
-        while True:
-            changed = self._progress.changed() if self._progress else None
+
+        async def reached() -> bool:
             async with tenant_transaction(self._pool, tenant) as conn:
-                reached = await conn.fetchval(INDEXED_UP_TO, tenant, agent)
-            if reached is not None and reached >= position:
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            pause = min(self._poll_s, max(0.0, deadline - time.monotonic()))
-            if changed is None:
-                await asyncio.sleep(pause)
-            else:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), pause)
+                position_reached = await conn.fetchval(INDEXED_UP_TO, tenant, agent)
+            return position_reached is not None and position_reached >= position
+
+        return await wait_until(reached, bound_s, self._poll_s, self._progress.changed if self._progress else None)
