@@ -47,3 +47,4 @@ def test_helpers_of_the_report() -> None:
         == "postgresql://postgres@127.0.0.1:5432/cairn"
     )
     assert percentiles([float(n) for n in range(1, 101)]) == (50.5, 99.0)
+    assert percentiles([42.0]) == (42.0, 42.0)  # one lag probe: `--lag-seconds 1` on a busy machine
