@@ -10,13 +10,18 @@ from cairn.ingest.sessions import SessionDirectory
 from cairn.ingest.settings import IngestSettings
 from cairn.ingest.store import AgentConfigs, TenantStore
 from cairn.platform.incognito import IncognitoThreads
-from cairn.platform.pull import PullConsumer
+from cairn.platform.pull import Consumer
 from cairn.platform.runtime import Runtime, create_service_app, serve
 
 
 def create_app(settings: IngestSettings) -> FastAPI:
-    def wire(runtime: Runtime) -> list[PullConsumer]:
-        configs = AgentConfigs(runtime.pool, settings.agent_config_cache_s)
+    def wire(runtime: Runtime) -> list[Consumer]:
+        configs = AgentConfigs(
+            runtime.pool,
+            settings.agent_config_cache_s,
+            listen_url=settings.postgres.url.get_secret_value(),
+            listen_cache_seconds=settings.agent_config_listen_cache_s,
+        )
         runtime.extras["tenants"] = TenantStore(runtime.pool)
         runtime.extras["agent_configs"] = configs
         runtime.extras["write_outcomes"] = WriteOutcomes(runtime.pool)
@@ -24,7 +29,7 @@ def create_app(settings: IngestSettings) -> FastAPI:
         runtime.extras["sessions"] = SessionDirectory(
             runtime.pool, runtime.publisher.js, settings.session_lookup_wait_s
         )
-        return [Inbox(runtime.pool, runtime.publisher, settings, configs, runtime.extras["incognito"])]
+        return [Inbox(runtime.pool, runtime.publisher, settings, configs, runtime.extras["incognito"]), configs]
 
     app = create_service_app(
         "ingest",

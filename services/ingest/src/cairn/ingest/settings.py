@@ -16,7 +16,16 @@ class IngestSettings(ServiceSettings):
         default=64 * 1024, ge=1, le=4 * MAX_TEXT_CHARS, description="largest message text, in UTF-8 bytes"
     )
     agent_config_cache_s: float = Field(
-        default=5.0, ge=0, description="how long a replica routes by a cached agent config (other replicas' PUTs)"
+        default=5.0,
+        ge=0,
+        description="how long a replica routes by a cached agent config when it is not listening for changes "
+        "(other replicas' PUTs)",
+    )
+    agent_config_listen_cache_s: float = Field(
+        default=300.0,
+        ge=0,
+        description="how long a replica that listens for agent config changes keeps a config (a PUT anywhere is "
+        "applied at its commit; this only bounds an entry's age)",
     )
     memory_write_wait_s: float = Field(
         default=5.0, ge=0, le=60, description="how long a memory write waits to be applied before answering 202"
