@@ -6,6 +6,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import datetime
 from typing import TypeVar
 
 import asyncpg
@@ -117,3 +118,26 @@ async def holds_for(check: Callable[[], Awaitable[bool]], seconds: float, interv
             return False
         await asyncio.sleep(interval)
     return await check()
+
+
+async def postgres_now(stack: LocalStack) -> datetime:
+    """The database's clock (the one `pg_stat_activity.backend_start` is in)."""
+    admin = await asyncpg.connect(stack.postgres_url("postgres"))
+    try:
+        now: datetime = await admin.fetchval("SELECT clock_timestamp()")
+        return now
+    finally:
+        await admin.close()
+
+
+async def listening_since(stack: LocalStack, since: datetime, channel: str) -> bool:
+    """Whether a backend started after `since` has run a LISTEN on `channel` as its latest statement (a commit
+    before it would not be notified; an earlier test's listener may still be going away)."""
+    admin = await asyncpg.connect(stack.postgres_url("postgres"))
+    try:
+        return bool(await admin.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE backend_start >= $1 AND query LIKE $2",
+            since, f"LISTEN %{channel}%",
+        ))  # fmt: skip
+    finally:
+        await admin.close()

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
-from datetime import datetime
 from typing import TypeAlias
 
 import asyncpg
@@ -15,7 +14,7 @@ import pytest
 from cairn.events import AgentConfig
 from cairn.ingest.store import CONFIG_CHANNEL, AgentConfigs
 from cairn.local import LocalStack
-from tests.integration.conftest import eventually, holds_for
+from tests.integration.conftest import eventually, holds_for, listening_since, postgres_now
 
 pytestmark = pytest.mark.integration
 
@@ -29,9 +28,9 @@ async def _announce(version: int) -> None:
 
 @contextlib.asynccontextmanager
 async def listening(configs: AgentConfigs, stack: LocalStack) -> AsyncIterator[None]:
-    since = await _now(stack)
+    since = await postgres_now(stack)
     task = asyncio.create_task(configs.run())
-    assert await eventually(lambda: _listeners(stack, since)), "the listener's LISTEN never ran"
+    assert await eventually(lambda: listening_since(stack, since, CONFIG_CHANNEL)), "the listener's LISTEN never ran"
     try:
         yield
     finally:
@@ -99,7 +98,7 @@ async def test_a_lost_listening_connection_is_replaced_and_what_was_cached_forgo
     replica = AgentConfigs(app_pool, LONG, listen_url=stack.postgres_url(), listen_cache_seconds=LONG)
     async with listening(replica, stack):
         assert (await replica.routing(tenant, "main")).dm_scope == "main"
-        since = await _now(stack)
+        since = await postgres_now(stack)
         admin = await asyncpg.connect(stack.postgres_url("postgres"))
         try:
             killed = await admin.fetchval(
@@ -111,7 +110,7 @@ async def test_a_lost_listening_connection_is_replaced_and_what_was_cached_forgo
         assert killed >= 1
         # a change while nobody listens is not missed: the reconnected listener starts from an empty cache
         await writer.put(tenant, "main", AgentConfig(dm_scope="per-peer"), None, _announce)
-        assert await eventually(lambda: _listeners(stack, since)), "the listener did not come back"
+        assert await eventually(lambda: listening_since(stack, since, CONFIG_CHANNEL)), "the listener did not come back"
         assert (await replica.routing(tenant, "main")).dm_scope == "per-peer"
         await writer.put(tenant, "main", AgentConfig(dm_scope="per-channel-peer"), 1, _announce)
 
@@ -119,25 +118,3 @@ async def test_a_lost_listening_connection_is_replaced_and_what_was_cached_forgo
             return (await replica.routing(tenant, "main")).dm_scope == "per-channel-peer"
 
         assert await eventually(follows)
-
-
-async def _now(stack: LocalStack) -> datetime:
-    admin = await asyncpg.connect(stack.postgres_url("postgres"))
-    try:
-        now: datetime = await admin.fetchval("SELECT clock_timestamp()")
-        return now
-    finally:
-        await admin.close()
-
-
-async def _listeners(stack: LocalStack, since: datetime) -> bool:
-    """Whether a backend started after `since` has run the listener's LISTEN (a commit before would not be
-    notified)."""
-    admin = await asyncpg.connect(stack.postgres_url("postgres"))
-    try:
-        return bool(await admin.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE backend_start >= $1 AND query LIKE $2",
-            since, f"LISTEN %{CONFIG_CHANNEL}%",
-        ))  # fmt: skip
-    finally:
-        await admin.close()

@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
-from datetime import datetime
 from typing import TypeAlias
 
 import asyncpg
@@ -19,7 +18,7 @@ from cairn.platform.postgres import tenant_transaction
 from cairn.recall.memory_queries import MemoryReads
 from cairn.recall.progress import CHANNELS, IndexProgress
 from cairn.recall.queries import ReadStore
-from tests.integration.conftest import eventually
+from tests.integration.conftest import eventually, holds_for, listening_since, postgres_now
 
 pytestmark = pytest.mark.integration
 
@@ -31,9 +30,9 @@ BOUND = 20.0
 @pytest.fixture
 async def progress(stack: LocalStack) -> AsyncIterator[IndexProgress]:
     listener = IndexProgress(stack.postgres_url())
-    since = await _now(stack)
+    since = await postgres_now(stack)
     task = asyncio.create_task(listener.run())
-    assert await eventually(lambda: _listening(stack, since)), "the listener's LISTEN never ran"
+    assert await eventually(lambda: listening_since(stack, since, CHANNELS[-1])), "the listener's LISTEN never ran"
     try:
         yield listener
     finally:
@@ -73,8 +72,7 @@ async def test_without_the_listener_a_wait_sees_the_commit_only_at_its_next_poll
     waiting = asyncio.create_task(reads.wait_for_index(tenant, "main", 7, BOUND))
     await asyncio.sleep(0.3)
     await commit_progress(projector_pool, tenant, "main", 7)
-    await asyncio.sleep(2.0)
-    still_waiting = not waiting.done()
+    still_waiting = await holds_for(lambda: _not_done(waiting), 2.0)
     waiting.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await waiting
@@ -134,31 +132,12 @@ async def test_without_the_listener_a_memory_search_wait_sees_the_commit_only_at
     await asyncio.sleep(0.3)
     async with tenant_transaction(projector_pool, str(tenant)) as conn:
         await memory_store.advance(conn, tenant, "main", 5)
-    await asyncio.sleep(2.0)
-    still_waiting = not waiting.done()
+    still_waiting = await holds_for(lambda: _not_done(waiting), 2.0)
     waiting.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await waiting
     assert still_waiting
 
 
-async def _now(stack: LocalStack) -> datetime:
-    admin = await asyncpg.connect(stack.postgres_url("postgres"))
-    try:
-        now: datetime = await admin.fetchval("SELECT clock_timestamp()")
-        return now
-    finally:
-        await admin.close()
-
-
-async def _listening(stack: LocalStack, since: datetime) -> bool:
-    """Whether a backend started after `since` has run the listener's last LISTEN (a commit before would not be
-    notified; an earlier test's listener may still be going away)."""
-    admin = await asyncpg.connect(stack.postgres_url("postgres"))
-    try:
-        return bool(await admin.fetchval(
-            "SELECT count(*) FROM pg_stat_activity WHERE backend_start >= $1 AND query LIKE $2",
-            since, f"LISTEN %{CHANNELS[-1]}%",
-        ))  # fmt: skip
-    finally:
-        await admin.close()
+async def _not_done(task: "asyncio.Task[bool]") -> bool:
+    return not task.done()
