@@ -1,0 +1,17 @@
+-- Memory search speed (issue 5): a chunk's lexemes (`terms`) are kept in its row, not in the TOAST table.
+-- A ~400-token chunk's tsvector (lexemes with positions) is 3-6 kB: over the 2 kB at which Postgres moves a
+-- row's large values out. Under the column's default (EXTENDED) it tries pglz first, which cannot shrink a
+-- tsvector by the 25% it asks (lz4 is not built into this Postgres), so every such chunk kept its terms
+-- uncompressed in the TOAST table, and every use read them back from there (a TOAST index probe and two or
+-- three chunk rows, copied together): the matching walk's `terms @@ query` per chunk visited, the rank, the
+-- candidates' details. MAIN keeps them in the row (moved out only if the row would not fit a page otherwise);
+-- the chunk's text still goes out first (read only for the few results). Same values, so the same answers.
+-- Measured on 20,000 chunks of 20 LoCoMo turns, the lexical statement per query: median ratio 0.68-0.74
+-- (same rows, 150 of 150 queries; /work/notes/memspeed11.md). Short chunks (under 2 kB a row) are unchanged.
+--
+-- Only the catalog changes here (no rewrite: safe at deploy on any size). Rows written from now on keep their
+-- terms in the row; rows written before keep them in the TOAST table, where they are read as before (same
+-- answers), until rewritten: an edited document's or re-chunked transcript's chunks are new rows, and a
+-- maintenance window may move all of them at once with `VACUUM FULL indexer.memory_chunks` (rewrites the
+-- table and its indexes under an exclusive lock: minutes per million chunks).
+ALTER TABLE indexer.memory_chunks ALTER COLUMN terms SET STORAGE MAIN;
