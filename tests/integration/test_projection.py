@@ -396,6 +396,43 @@ async def test_a_duplicate_inside_a_batch_is_applied_once_and_re_publishes_its_o
     assert second > first
 
 
+async def test_a_batch_of_new_events_and_one_processed_before_applies_only_the_new_ones(
+    nats_client: Client, app_pool: Pool, table: str
+) -> None:
+    """As after an ack lost at a commit: the batch's opening statement records only some of its events, so which
+    ones are new is looked up; the one processed before only re-publishes what it emitted then."""
+    js, tenant, agent = nats_client.jetstream(), str(uuid.uuid4()), f"a{uuid.uuid4().hex[:8]}"
+    before, done, after = recall_of(tenant, agent), recall_of(tenant, agent), recall_of(tenant, agent)
+    consumer = f"test-{uuid.uuid4().hex[:12]}"
+    emitted_then = IndexAdvanced(tenant_id=tenant, causation_id=done.event_id, ingest_seq=1)
+    async with tenant_transaction(app_pool, tenant) as conn:
+        await conn.execute(
+            "INSERT INTO cairn.processed_events (consumer, event_id, tenant_id) VALUES ($1, $2, $3)",
+            consumer, uuid.UUID(done.event_id), uuid.UUID(tenant),
+        )  # fmt: skip
+        await conn.execute(
+            "INSERT INTO cairn.outbox (consumer, causation_id, seq, tenant_id, event) VALUES ($1, $2, 0, $3, $4)",
+            consumer, uuid.UUID(done.event_id), uuid.UUID(tenant), encode_event(emitted_then).decode(),
+        )  # fmt: skip
+    publisher = EventPublisher(js)
+    for event in (before, done):
+        await publisher.publish(event)
+    last = (await publisher.publish(after)).seq
+    recorder, recording = BatchRecorder(table, {tenant}, emit=True), RecordingPublisher(js)
+    filter_subject = f"cairn.*.{agent}.recall.performed"
+    async with running(
+        js, RECALL_STREAM, recorder, app_pool, BATCHED, recording, filter_subject=filter_subject, consumer=consumer
+    ) as projection:
+        assert await eventually(lambda: settled(js, projection, last))
+    assert [e for e, _ in recorder.deliveries] == [before.event_id, after.event_id]
+    rows_ = await applied(app_pool, table, tenant)
+    assert [e for e, _ in rows_] == [before.event_id, after.event_id]
+    assert len({t for _, t in rows_}) == 1, "one fetch, one transaction"
+    (batch,) = recording.batches
+    assert [e.causation_id for e in batch] == [before.event_id, done.event_id, after.event_id]
+    assert batch[1] == emitted_then, "the event processed before re-publishes what it emitted then"
+
+
 async def test_a_projection_filtered_to_several_subjects_reads_only_those(
     nats_client: Client, app_pool: Pool, table: str
 ) -> None:

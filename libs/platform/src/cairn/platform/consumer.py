@@ -7,9 +7,9 @@ record and only re-publishes its outbox (JetStream drops the duplicates by messa
 messages, events a handler calls poison, and messages that keep failing go to the dead-letter stream
 with the error.
 
-A fetched batch is applied set-based in one transaction: one statement records every event as processed,
-one stores every outbox row, and the handlers may buffer their own writes in a `Unit` that writes them all
-just before the commit. Handlers that name every row's tenant (`across_tenants`) get the whole batch in one
+A fetched batch is applied set-based in one transaction: one statement, sent with the BEGIN, records every event
+as processed, one stores every outbox row, and the handlers may buffer their own writes in a `Unit` that writes
+them all just before the commit. Handlers that name every row's tenant (`across_tenants`) get the whole batch in one
 transaction when the pool logs in as cairn_projector (`tenants_transaction`); all others get one transaction
 per tenant, each tenant's events in stream order. When a batch fails it is retried per tenant, and a tenant's
 group one event at a time, so that only the failing event is retried and, in the end, dead-lettered.
@@ -18,6 +18,7 @@ group one event at a time, so that only the failing event is retried and, in the
 import asyncio
 import contextlib
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -29,7 +30,7 @@ from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
 from cairn.events import Event, decode_event, event_adapter
-from cairn.platform.postgres import is_projector, tenant_transaction, tenants_transaction
+from cairn.platform.postgres import is_projector, opening_with
 from cairn.platform.publisher import EventPublisher, Outgoing
 from cairn.platform.pull import Delivery, PullConsumer, give_back
 from cairn.platform.settings import NatsSettings
@@ -43,12 +44,16 @@ _tracer = trace.get_tracer("cairn.consumer")
 Connection = Any  # an asyncpg connection inside a tenant transaction
 Handler = Callable[[Connection, Any, Delivery], Awaitable[Sequence[Event]]]
 
-# Duplicates inside one statement are fine with DO NOTHING: RETURNING lists each new event id once.
-MARK_PROCESSED = """
-INSERT INTO cairn.processed_events (consumer, event_id, tenant_id)
-SELECT $1, event_id, tenant_id FROM unnest($2::uuid[], $3::uuid[]) AS e(event_id, tenant_id)
-ON CONFLICT DO NOTHING
-RETURNING event_id
+# Records a batch's events as processed in the transaction's opening round trip (`opening_with`): a simple query,
+# so the values are literals — UUIDs and the consumer's name, quoted by `_literal`. Its status counts the new rows;
+# duplicates inside one statement are fine with DO NOTHING.
+MARK_PROCESSED = (
+    "INSERT INTO cairn.processed_events (consumer, event_id, tenant_id) VALUES {rows} ON CONFLICT DO NOTHING"
+)
+# Which of them this transaction recorded, when the count says only some are new: rows it wrote carry its id.
+NEWLY_PROCESSED = """
+SELECT event_id FROM cairn.processed_events
+WHERE consumer = $1 AND event_id = ANY($2::uuid[]) AND xmin = pg_current_xact_id()::xid
 """
 SAVE_OUTBOX = """
 INSERT INTO cairn.outbox (consumer, causation_id, seq, tenant_id, event)
@@ -216,9 +221,9 @@ class Projection(PullConsumer):
     async def _apply(self, group: Sequence[_Work]) -> list[Outgoing]:
         """Apply events in one transaction; returns what to publish, in stream order."""
         ids = [item.event.event_id for item in group]
-        async with self._transaction(group) as conn:
-            tenants = [item.event.tenant_id for item in group]
-            new = {str(row["event_id"]) for row in await conn.fetch(MARK_PROCESSED, self.consumer, ids, tenants)}
+        tenants = {item.event.tenant_id for item in group}
+        async with opening_with(self._pool, tenants, self._mark_processed(group)) as (conn, marked):
+            new = await self._newly_processed(conn, ids, marked)
             first: dict[str, _Work] = {}
             for item in group:
                 if item.event.event_id in new:
@@ -238,11 +243,20 @@ class Projection(PullConsumer):
                 outgoing += [Outgoing(event, headers()) for event in again]
         return outgoing
 
-    def _transaction(self, group: Sequence[_Work]) -> Any:
-        tenants = {item.event.tenant_id for item in group}
-        if len(tenants) == 1:
-            return tenant_transaction(self._pool, tenants.pop())
-        return tenants_transaction(self._pool, tenants)
+    def _mark_processed(self, group: Sequence[_Work]) -> str:
+        consumer = _literal(self.consumer)
+        rows = (f"({consumer}, '{uuid.UUID(i.event.event_id)}', '{uuid.UUID(i.event.tenant_id)}')" for i in group)
+        return MARK_PROCESSED.format(rows=", ".join(rows))
+
+    async def _newly_processed(self, conn: Connection, ids: Sequence[str], marked: str) -> set[str]:
+        """The ids `_mark_processed` recorded (its status "INSERT 0 <new rows>"); the rest were processed before.
+        Usually all or none are new, which the count tells; otherwise one more statement finds them."""
+        distinct, inserted = set(ids), int(marked.rsplit(" ", 1)[1])
+        if inserted in (0, len(distinct)):
+            return distinct if inserted else set()
+        rows = await conn.fetch(NEWLY_PROCESSED, self.consumer, list(distinct))
+        recorded = {str(row["event_id"]) for row in rows}
+        return {i for i in distinct if str(uuid.UUID(i)) in recorded}
 
     async def _handle(self, conn: Connection, items: Sequence[_Work]) -> dict[str, list[Outgoing]]:
         """Run the handlers over the new events; each emitted event carries the trace context of its cause."""
@@ -306,3 +320,8 @@ class Projection(PullConsumer):
     @staticmethod
     def _retry_delay(delivery: Delivery) -> float:
         return float(min(0.2 * 2**delivery.num_delivered, 10.0))
+
+
+def _literal(text: str) -> str:
+    """A string as an SQL literal (standard_conforming_strings, on by default since Postgres 9.1)."""
+    return "'" + text.replace("'", "''") + "'"

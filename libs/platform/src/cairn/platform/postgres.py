@@ -49,7 +49,7 @@ async def tenant_transaction(
     pool: "asyncpg.Pool[asyncpg.Record]", tenant_id: str
 ) -> AsyncIterator["asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"]:
     """A transaction in which row-level security admits only `tenant_id`'s rows."""
-    async with _transaction(pool, BEGIN_FOR_TENANT.format(tenant=uuid.UUID(tenant_id))) as conn:
+    async with _transaction(pool, _begin_for_tenant(tenant_id)) as (conn, _):
         yield conn
 
 
@@ -59,9 +59,29 @@ async def tenants_transaction(
 ) -> AsyncIterator["asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"]:
     """A transaction in which row-level security admits the rows of these tenants, on the tables a projection
     writes, for a pool logged in as cairn_projector (`is_projector`); any other role sees none of them."""
-    tenants = ",".join(str(uuid.UUID(t)) for t in sorted(set(tenant_ids)))
-    async with _transaction(pool, BEGIN_FOR_TENANTS.format(tenants=tenants)) as conn:
+    async with _transaction(pool, _begin_for_tenants(tenant_ids)) as (conn, _):
         yield conn
+
+
+@asynccontextmanager
+async def opening_with(
+    pool: "asyncpg.Pool[asyncpg.Record]", tenant_ids: Collection[str], first: str
+) -> AsyncIterator[tuple["asyncpg.pool.PoolConnectionProxy[asyncpg.Record]", str]]:
+    """`tenant_transaction` for one tenant, else `tenants_transaction`, whose opening round trip also runs the
+    statement `first`. It travels with BEGIN in one simple query, which carries no parameters: every value in it
+    must be a literal the caller made safe. Gives the connection and `first`'s command status ("INSERT 0 5")."""
+    tenants = set(tenant_ids)
+    begin = _begin_for_tenant(next(iter(tenants))) if len(tenants) == 1 else _begin_for_tenants(tenants)
+    async with _transaction(pool, f"{begin}; {first}") as opened:
+        yield opened
+
+
+def _begin_for_tenant(tenant_id: str) -> str:
+    return BEGIN_FOR_TENANT.format(tenant=uuid.UUID(tenant_id))
+
+
+def _begin_for_tenants(tenant_ids: Collection[str]) -> str:
+    return BEGIN_FOR_TENANTS.format(tenants=",".join(str(uuid.UUID(t)) for t in sorted(set(tenant_ids))))
 
 
 async def is_projector(pool: "asyncpg.Pool[asyncpg.Record]") -> bool:
@@ -72,11 +92,12 @@ async def is_projector(pool: "asyncpg.Pool[asyncpg.Record]") -> bool:
 @asynccontextmanager
 async def _transaction(
     pool: "asyncpg.Pool[asyncpg.Record]", begin: str
-) -> AsyncIterator["asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"]:
+) -> AsyncIterator[tuple["asyncpg.pool.PoolConnectionProxy[asyncpg.Record]", str]]:
+    """The connection, and the status of the last statement in `begin`."""
     async with pool.acquire() as conn:
-        await conn.execute(begin)
         try:
-            yield conn
+            status = await conn.execute(begin)  # its statements may fail too: rolled back below
+            yield conn, status
         except BaseException:
             # a connection left mid-statement (cancelled) cannot roll back here: the pool does it on release
             with contextlib.suppress(asyncpg.InterfaceError, asyncpg.PostgresError, OSError):
