@@ -18,8 +18,9 @@ group one event at a time, so that only the failing event is retried and, in the
 import asyncio
 import contextlib
 import logging
+import re
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -45,11 +46,15 @@ Connection = Any  # an asyncpg connection inside a tenant transaction
 Handler = Callable[[Connection, Any, Delivery], Awaitable[Sequence[Event]]]
 
 # Records a batch's events as processed in the transaction's opening round trip (`opening_with`): a simple query,
-# so the values are literals — UUIDs and the consumer's name, quoted by `_literal`. Its status counts the new rows;
-# duplicates inside one statement are fine with DO NOTHING.
-MARK_PROCESSED = (
-    "INSERT INTO cairn.processed_events (consumer, event_id, tenant_id) VALUES {rows} ON CONFLICT DO NOTHING"
-)
+# so the values are literals — the consumer's name quoted by `_literal`, the ids in array literals (`_uuids`). Its
+# status counts the new rows; duplicates inside one statement are fine with DO NOTHING.
+MARK_PROCESSED = """
+INSERT INTO cairn.processed_events (consumer, event_id, tenant_id)
+SELECT {consumer}, event_id, tenant_id
+FROM unnest('{{{events}}}'::uuid[], '{{{tenants}}}'::uuid[]) AS e(event_id, tenant_id)
+ON CONFLICT DO NOTHING
+"""
+_UUID_LIST = re.compile(r"[0-9a-fA-F-]{36}(?:,[0-9a-fA-F-]{36})*")
 # Which of them this transaction recorded, when the count says only some are new: rows it wrote carry its id.
 NEWLY_PROCESSED = """
 SELECT event_id FROM cairn.processed_events
@@ -244,9 +249,8 @@ class Projection(PullConsumer):
         return outgoing
 
     def _mark_processed(self, group: Sequence[_Work]) -> str:
-        consumer = _literal(self.consumer)
-        rows = (f"({consumer}, '{uuid.UUID(i.event.event_id)}', '{uuid.UUID(i.event.tenant_id)}')" for i in group)
-        return MARK_PROCESSED.format(rows=", ".join(rows))
+        events, tenants = _uuids(i.event.event_id for i in group), _uuids(i.event.tenant_id for i in group)
+        return MARK_PROCESSED.format(consumer=_literal(self.consumer), events=events, tenants=tenants)
 
     async def _newly_processed(self, conn: Connection, ids: Sequence[str], marked: str) -> set[str]:
         """The ids `_mark_processed` recorded (its status "INSERT 0 <new rows>"); the rest were processed before.
@@ -320,6 +324,15 @@ class Projection(PullConsumer):
     @staticmethod
     def _retry_delay(delivery: Delivery) -> float:
         return float(min(0.2 * 2**delivery.num_delivered, 10.0))
+
+
+def _uuids(ids: Iterable[str]) -> str:
+    """UUIDs as the inside of an array literal. Events are validated against a UUID pattern when decoded; checked
+    again here, cheaply, because the text goes into SQL: hex digits and dashes only (Postgres checks the rest)."""
+    listed = ",".join(ids)
+    if not _UUID_LIST.fullmatch(listed):
+        raise ValueError(f"not a list of UUIDs: {listed[:200]!r}")
+    return listed
 
 
 def _literal(text: str) -> str:

@@ -1,0 +1,27 @@
+"""The ids a projection's opening statement carries as literals: only UUID text gets into the SQL."""
+
+import uuid
+
+import pytest
+
+from cairn.platform.consumer import MARK_PROCESSED, _literal, _uuids
+
+
+def test_uuids_become_the_inside_of_an_array_literal() -> None:
+    a, b = str(uuid.uuid4()), str(uuid.uuid4()).upper()
+    assert _uuids([a, b]) == f"{a},{b}"
+
+
+@pytest.mark.parametrize(
+    "ids",
+    [["00000000-0000-0000-0000-00000000000'"], [f"{uuid.uuid4()}\n"], [str(uuid.uuid4()), ""], ["}'::uuid[]); --"]],
+    ids=["quote", "newline", "empty", "injection"],
+)
+def test_anything_but_uuid_text_is_refused(ids: list[str]) -> None:
+    with pytest.raises(ValueError, match="not a list of UUIDs"):
+        _uuids(ids)
+
+
+def test_the_consumer_name_is_quoted() -> None:
+    sql = MARK_PROCESSED.format(consumer=_literal("it's"), events="", tenants="")
+    assert "SELECT 'it''s', event_id" in sql
