@@ -1,0 +1,150 @@
+"""The keys fetch the newest window's matches first (migration 0093). What must hold: the matching returns exactly the
+most recent `cap` matches, in the ranking order, as a plain ordered query over all of the tenant's rows does — whether
+the window holds them all or falls short and the keys fetch the older rest — with ties in time, an agent filter and a
+start after a given message; a window that falls short is followed by one sized by what it held, then by the keys."""
+
+import uuid
+from typing import TypeAlias
+
+import asyncpg
+import pytest
+
+from cairn.platform.postgres import tenant_transaction
+from tests.integration.test_search_every_term import _insert, _rows
+from tests.integration.test_search_keys import plans_of_every_statement
+
+pytestmark = pytest.mark.integration
+
+Pool: TypeAlias = "asyncpg.Pool[asyncpg.Record]"
+Admin: TypeAlias = "asyncpg.Connection[asyncpg.Record]"
+
+SIZE = 6000
+MATCHING = "SELECT message_id FROM indexer.matching_messages($1, $2::tsquery, $3, NULL, $4, $5, $6)"
+# the newest `cap` matches, read in order from every row of the tenant
+EXPECTED = """
+SELECT m.message_id FROM indexer.messages m
+WHERE m.tenant_id = $1 AND m.terms @@ $2::tsquery AND ($3::text IS NULL OR m.agent_id = $3)
+  AND ($5::timestamptz IS NULL OR m.occurred_at < $5 OR (m.occurred_at = $5 AND m.message_id > $6))
+ORDER BY m.occurred_at DESC, m.message_id
+LIMIT $4
+"""
+WINDOW = "m.occurred_at >= cut_at"
+
+
+def _texts(shape: str) -> list[str]:
+    """'even': the word in every tenth message (600); 'recent-sparse': in every tenth of the older 5,000 but only every
+    fiftieth of the newest 1,000 (520), so the window sized by the tenant's share holds too few; 'recent-empty': in
+    every tenth of the older 4,000 and none of the newest 2,000 (400), so the window holds none."""
+    texts = []
+    for index in range(SIZE):
+        if shape == "recent-empty":
+            has = index < 4000 and index % 10 == 0
+        else:
+            has = index % (10 if shape == "even" or index < 5000 else 50) == 0
+        texts.append(f"routine chat {index}" + (" walrus" if has else ""))
+    return texts
+
+
+async def _tenant(pool: Pool, admin: Admin, shape: str) -> str:
+    tenant = str(uuid.uuid4())
+    seconds = [index // 3 for index in range(SIZE)]  # three to a second: ties broken by id
+    agents = ["main" if index % 3 else "other" for index in range(SIZE)]
+    await _insert(pool, tenant, _rows(tenant, _texts(shape), seconds, agents))
+    await admin.execute("ANALYZE indexer.messages")
+    return tenant
+
+
+async def _matching(
+    pool: Pool, tenant: str, cap: int, agent: str | None, after: asyncpg.Record | None
+) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
+    at, after_id = (after["occurred_at"], after["message_id"]) if after is not None else (None, None)
+    async with tenant_transaction(pool, tenant) as conn:
+        got = await conn.fetch(MATCHING, uuid.UUID(tenant), "'walrus'", agent, cap, at, after_id)
+        expected = await conn.fetch(EXPECTED, uuid.UUID(tenant), "'walrus'", agent, cap, at, after_id)
+    return [r["message_id"] for r in got], [r["message_id"] for r in expected]
+
+
+@pytest.mark.parametrize("shape", ["even", "recent-sparse", "recent-empty"])
+async def test_the_window_returns_the_newest_matches_of_all_the_rows(app_pool: Pool, admin: Admin, shape: str) -> None:
+    """6,000 messages, 600, 520 or 400 with the word: for caps that take the window (the keys would fetch over 5 × cap,
+    too few to walk) and caps that do not, one agent or all, from the newest or after a message in the middle, the
+    matching returns the same rows in the same order as reading every row in order."""
+    tenant = await _tenant(app_pool, admin, shape)
+    async with tenant_transaction(app_pool, tenant) as conn:
+        middle = await conn.fetchrow(
+            "SELECT occurred_at, message_id FROM indexer.messages WHERE tenant_id = $1"
+            " ORDER BY occurred_at DESC, message_id OFFSET 2500 LIMIT 1",
+            uuid.UUID(tenant),
+        )
+    plans = await plans_of_every_statement(admin)
+    await admin.execute("SELECT set_config('cairn.tenant_id', $1, false)", tenant)
+    windows = 0
+    for cap in (7, 60, 70, 100, 110, 400):
+        for agent in (None, "other"):
+            for after in (None, middle):
+                got, expected = await _matching(app_pool, tenant, cap, agent, after)
+                assert expected, (cap, agent, after)
+                assert got == expected, (cap, agent, after)
+                # the same through the admin connection, whose nested statements auto_explain reports
+                plans.clear()
+                at, after_id = (after["occurred_at"], after["message_id"]) if after is not None else (None, None)
+                rows = await admin.fetch(MATCHING, uuid.UUID(tenant), "'walrus'", agent, cap, at, after_id)
+                assert [r["message_id"] for r in rows] == expected
+                windows += any(WINDOW in plan for plan in plans)
+    assert windows >= 4, "no call took the window: the test would not cover it"
+
+
+async def test_a_window_that_falls_short_is_followed_by_one_sized_by_the_matches_it_held(
+    app_pool: Pool, admin: Admin
+) -> None:
+    """The word is rare among the newest messages: the first window returns the few it holds, the second (sized by
+    them) the rest, only rows older than the first, and no statement reads the whole tenant's matches."""
+    tenant = await _tenant(app_pool, admin, "recent-sparse")
+    window, rest, rows = await _statements(admin, tenant, 100)
+    _, expected = await _matching(app_pool, tenant, 100, None, None)
+    assert rows == expected
+    assert len(window) == 2, "\n".join(window)
+    assert not rest, "\n".join(rest)
+    first = int(_limit_rows(window[0]))
+    assert 0 < first < 100, window[0]
+    assert _limit_rows(window[1]) == str(100 - first), window[1]
+
+
+async def test_a_window_that_holds_none_hands_over_to_the_keys_for_the_older_rest(app_pool: Pool, admin: Admin) -> None:
+    """None of the newest 2,000 messages has the word: the window holds none, which sizes no second window, and the
+    keys fetch the 70 newest of the older matches."""
+    tenant = await _tenant(app_pool, admin, "recent-empty")
+    window, rest, rows = await _statements(admin, tenant, 70)
+    _, expected = await _matching(app_pool, tenant, 70, None, None)
+    assert rows == expected
+    assert len(window) == 1, "\n".join(window)
+    assert _limit_rows(window[0]) == "0", window[0]
+    assert len(rest) == 1, "\n".join(rest)
+    assert _limit_rows(rest[0]) == "70", rest[0]
+
+
+async def test_a_window_that_holds_the_cap_is_the_only_statement(app_pool: Pool, admin: Admin) -> None:
+    """Matches spread evenly: the window holds the 100 newest, and no statement reads the older rows."""
+    tenant = await _tenant(app_pool, admin, "even")
+    window, rest, rows = await _statements(admin, tenant, 100)
+    assert len(rows) == 100
+    assert len(window) == 1, "\n".join(window)
+    assert not rest, "\n".join(rest)
+    assert _limit_rows(window[0]) == "100", window[0]
+
+
+async def _statements(admin: Admin, tenant: str, cap: int) -> tuple[list[str], list[str], list[uuid.UUID]]:
+    """The plans of the window statements and of the keys' statement over the older rest, and the rows matched."""
+    plans = await plans_of_every_statement(admin)
+    await admin.execute("SET auto_explain.log_analyze = on")
+    await admin.execute("SELECT set_config('cairn.tenant_id', $1, false)", tenant)
+    rows = await admin.fetch(MATCHING, uuid.UUID(tenant), "'walrus'", None, cap, None, None)
+    window = [plan for plan in plans if WINDOW in plan]
+    rest = [plan for plan in plans if "@@ keyed" in plan and WINDOW not in plan]
+    return window, rest, [r["message_id"] for r in rows]
+
+
+def _limit_rows(plan: str) -> str:
+    """The rows the statement's top Limit node returned (auto_explain with analyze)."""
+    line = next(line for line in plan.splitlines() if line.lstrip().startswith("Limit"))
+    return line.split("rows=")[-1].split()[0].removesuffix(".00")
