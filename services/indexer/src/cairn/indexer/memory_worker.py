@@ -1,10 +1,11 @@
 """Background work of the memory index, polled: sessions whose debounce ran out are chunked, and chunks
 embedded by another model than the configured one are re-embedded in batches (the search uses only
 vectors of the configured model meanwhile, so the index is never mixed). A long transcript is chunked a
-slice of turns per transaction. Idempotent; every replica may
-run it: a due session is claimed with SKIP LOCKED. Vectors of another model are looked for at start and
-again every `reembed_check_s` once none are left: a replica still running the old model during a rolling
-deploy, or a restored backup, writes some later. New chunks always get the configured model.
+slice of turns per transaction. Idempotent; every replica may run it: a due session is claimed with SKIP
+LOCKED. Due sessions of agents that do not remember have nothing to chunk: the look for due sessions drops
+their marks itself (0096), without a transaction per session. Vectors of another model are looked for at
+start and again every `reembed_check_s` once none are left: a replica still running the old model during a
+rolling deploy, or a restored backup, writes some later. New chunks always get the configured model.
 
 During such a deploy only the model of the most recently started live replica re-embeds (0077): each look
 first claims the replica's model, and a replica whose model is not the newest leaves the vectors alone
@@ -22,7 +23,8 @@ from cairn.platform.postgres import tenant_transaction
 
 log = logging.getLogger(__name__)
 
-DUE_SESSIONS = "SELECT tenant_id::text, agent_id, session_id FROM indexer.due_memory_sessions($1)"
+# Due sessions of agents that do not remember come back finished (their marks dropped in the same call, 0096).
+DUE_SESSIONS = "SELECT tenant_id::text, session_id, finished FROM indexer.take_due_memory_sessions($1)"
 STALE_AGENTS = "SELECT tenant_id::text, agent_id, stale FROM indexer.stale_memory_agents($1)"
 CLAIM_MODEL = "SELECT indexer.claim_embedding_model($1, $2, make_interval(secs => $3))"
 # A claim not renewed within this many looks is a replica gone: the next newest model takes over.
@@ -59,9 +61,10 @@ class MemoryWorker:
     async def index_due_sessions(self, limit: int = 50) -> int:
         async with self._pool.acquire() as conn:
             due = await conn.fetch(DUE_SESSIONS, limit)
-        done = 0
+        done = sum(1 for row in due if row["finished"])
         for row in due:
-            done += await self.index_session(row["tenant_id"], row["session_id"])
+            if not row["finished"]:
+                done += await self.index_session(row["tenant_id"], row["session_id"])
         return done
 
     async def index_session(self, tenant: str, session_id: uuid.UUID) -> int:
