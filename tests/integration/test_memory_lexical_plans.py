@@ -2,6 +2,7 @@
 a term in many of them walks the agent back in time, a rare one reads the full-text index, whatever the table-wide
 statistics say; both ways answer the most recent `cap` matches, the same rows."""
 
+import random
 import uuid
 from typing import TypeAlias
 
@@ -154,14 +155,22 @@ async def test_the_required_term_bits_never_leave_out_a_chunk_the_query_matches(
         ("'back\\\\slash':1 'x':2", "'back\\\\slash' & 'x'", 2),
         ("'one':1 'two':5", "'one' & ('two' | 'three')", 1),
         ("'one':1 'two':5", "'one' | 'two'", 0),
-        ("'one':1 'two':5", "'one' <4> 'two'", 0),
+        # a word and its stem share a bit (their first three characters), so the group is required
+        ("'releas':1 'bicycl':2", "('released' | 'releas') & ('bicycles' | 'bicycl')", 2),
+        ("'run':1 'fast':2", "('running' | 'run') & 'fast'", 2),
+        # phrases are decided as the conjunction of their lexemes, which every match of the phrase holds
+        ("'one':1 'two':5", "'one' <4> 'two'", 2),
+        ("'foo':1 'bar':2 'x':3", "('foo_bar' | 'foo' <-> 'bar') & 'x'", 2),
+        ("'a':1 'b':2", "'a' <-> 'b' | 'c'", 0),
+        ("'发布':1 '布会':2 '发':1", "'发布' & '布会'", 2),
         ("'prefixed':1 'x':2", "'prefix':* & 'x'", 0),
         ("'weighted':1A 'x':2", "'weighted':A & 'x'", 0),
         ("'one':1 'two':2", "'one' & !'three'", 0),
     ],
 )
 async def test_required_term_bits_of_query_shapes(admin: Admin, terms: str, query: str, bits: int) -> None:
-    """Quoting survives; NOT, phrases, prefixes and weights (which presence alone does not decide) get no bits."""
+    """Quoting survives; a word's group and a phrase are required; NOT, prefixes and weights (which presence alone
+    does not decide) get no bits."""
     shapes = """
     WITH q AS (SELECT indexer.required_term_bits($2::tsquery) AS required)
     SELECT $1::tsvector @@ $2::tsquery, (indexer.term_bits($1::tsvector) & q.required) = q.required,
@@ -173,3 +182,64 @@ async def test_required_term_bits_of_query_shapes(admin: Admin, terms: str, quer
     assert row[0] is True  # the query matches the terms ...
     assert row[1] is True  # ... and the terms hold every required bit
     assert row[2] == bits
+
+
+_VOCABULARY = """
+    release released releases releasing running runs runner ran dying dies lying family families allergy allergies
+    bicycle bicycles garden gardening parcel parcels relay relax reliable support group supported
+    err_conn_reset config_loader.py v2.3.1 api.example.com 上海 发布会 海上 東京に行 서울에 갑니다
+"""
+"""Inflected words sharing prefixes and stems (and a few that do not: 'dying' -> 'die'), identifiers, CJK runs."""
+_WORDS = _VOCABULARY.split()
+
+
+def _random_text(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(_WORDS) for _ in range(words))
+
+
+def _random_query(rng: random.Random, texts: list[str]) -> str:
+    """Loose words, words a chunk holds, and quoted phrases cut out of a chunk (so that phrases do match)."""
+    shape = rng.randrange(4)
+    if shape == 0:
+        return _random_text(rng, rng.randint(1, 6))
+    words = rng.choice(texts).split()
+    start = rng.randrange(len(words))
+    cut = words[start : start + rng.randint(1, 4)]
+    if shape == 1:
+        return " ".join(cut)
+    if shape == 2:
+        return f'"{" ".join(cut)}"'
+    return f'{_random_text(rng, rng.randint(0, 2))} "{" ".join(cut)}" {rng.choice(_WORDS)}'
+
+
+async def test_no_chunk_a_query_matches_lacks_a_required_bit_over_many_query_shapes(
+    app_pool: Pool, admin: Admin
+) -> None:
+    """Random chunks of inflected words (sharing prefixes and stems), identifiers and CJK runs; 400 random queries
+    (words, quoted phrases cut out of a chunk, both), each as all words and as any word: every chunk the query
+    matches holds the query's required bits, so the walk by bits leaves none out. Most queries have bits and
+    match chunks (or nothing would be checked), phrases included."""
+    rng = random.Random(5)
+    texts = [_random_text(rng, rng.randint(4, 30)) + f" n{i}" for i in range(300)]
+    tenant = await _chunks(app_pool, texts)
+    missed = """
+    WITH q AS (SELECT $2::tsquery AS query, indexer.required_term_bits($2::tsquery) AS required)
+    SELECT count(*) FILTER (WHERE terms @@ q.query AND (term_bits & q.required) <> q.required),
+           count(*) FILTER (WHERE terms @@ q.query), bool_or(q.required <> repeat('0', 512)::bit(512))
+    FROM indexer.memory_chunks, q WHERE tenant_id = $1
+    """
+    checked, with_bits, phrases_with_bits = 0, 0, 0
+    for _ in range(400):
+        text = _random_query(rng, texts)
+        built = build_query(text)
+        assert built is not None, text
+        for query in (built.all_terms, built.any_terms):
+            row = await admin.fetchrow(missed, uuid.UUID(tenant), query)
+            assert row is not None
+            assert row[0] == 0, f"{text!r}: {query!r} leaves out {row[0]} of {row[1]} chunks"
+            checked += row[1] > 0
+            with_bits += bool(row[2]) and row[1] > 0
+            phrases_with_bits += bool(row[2]) and row[1] > 0 and "<" in query
+    assert checked > 550
+    assert with_bits > 330
+    assert phrases_with_bits > 100
