@@ -1,9 +1,11 @@
 """The generated traffic of `cairn bench load`: reproducible, skewed like real tenants, bilingual."""
 
+import asyncio
 import random
 import re
+import time
 
-from cairn.cli.bench_load import as_user, percentiles
+from cairn.cli.bench_load import as_user, growth_until, percentiles
 from cairn.cli.chatgen import Traffic, chat_text, zipf_weights
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -48,3 +50,18 @@ def test_helpers_of_the_report() -> None:
     )
     assert percentiles([float(n) for n in range(1, 101)]) == (50.5, 99.0)
     assert percentiles([42.0]) == (42.0, 42.0)  # one lag probe: `--lag-seconds 1` on a busy machine
+
+
+async def test_the_lag_window_counts_what_was_accepted_inside_it() -> None:
+    """The rate the lag load reached: what was posted before the window closed, not the queue drained after it."""
+    posted = [5]  # before the window opened: not counted
+    stop = time.perf_counter() + 0.05
+
+    async def post() -> None:
+        posted[0] += 7
+        await asyncio.sleep(max(0.0, stop - time.perf_counter()) + 0.2)
+        posted[0] += 100  # answered after the window: not counted
+
+    grown, _ = await asyncio.gather(growth_until(lambda: posted[0], stop), post())
+    assert grown == 7
+    assert posted[0] == 112
