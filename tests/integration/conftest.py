@@ -85,6 +85,20 @@ async def own_database(stack: LocalStack, prefix: str) -> AsyncIterator[str]:
 
 
 @contextlib.asynccontextmanager
+async def own_database_pool(
+    stack: LocalStack, prefix: str, pool_max: int = 4
+) -> AsyncIterator["asyncpg.Pool[asyncpg.Record]"]:
+    """`own_database` with a pool connected as `cairn_app` (row-level security applies)."""
+    async with own_database(stack, prefix) as name:
+        url = f"postgresql://cairn_app@127.0.0.1:{stack.state.ports['postgres']}/{name}"
+        pool = await create_pool(PostgresSettings(url=SecretStr(url), pool_min=1, pool_max=pool_max))
+        try:
+            yield pool
+        finally:
+            await pool.close()
+
+
+@contextlib.asynccontextmanager
 async def own_database_with_pgstattuple(
     stack: LocalStack, prefix: str
 ) -> AsyncIterator[tuple[str, "asyncpg.Connection[asyncpg.Record]"]]:

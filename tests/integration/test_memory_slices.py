@@ -13,7 +13,6 @@ from typing import Any, TypeAlias
 
 import asyncpg
 import pytest
-from pydantic import SecretStr
 
 from cairn.indexer.memory_worker import MemoryWorker
 from cairn.local import LocalStack
@@ -21,10 +20,9 @@ from cairn.memindex import MemoryIndex, store
 from cairn.memindex.embeddings import OpenAICompatibleEmbedder
 from cairn.memindex.settings import EmbeddingSettings, MemoryIndexSettings
 from cairn.memindex.transcripts import Turn
-from cairn.platform.postgres import create_pool, tenant_transaction
-from cairn.platform.settings import PostgresSettings
+from cairn.platform.postgres import tenant_transaction
 from tests.embedding_api import Handler, serving
-from tests.integration.conftest import own_database
+from tests.integration.conftest import own_database_pool
 
 pytestmark = pytest.mark.integration
 
@@ -48,13 +46,8 @@ def embeddings_url() -> Iterator[str]:
 
 @pytest.fixture
 async def pool(stack: LocalStack) -> AsyncIterator[Pool]:
-    async with own_database(stack, "cairn_slices") as name:
-        url = f"postgresql://cairn_app@127.0.0.1:{stack.state.ports['postgres']}/{name}"
-        created = await create_pool(PostgresSettings(url=SecretStr(url), pool_min=1, pool_max=4))
-        try:
-            yield created
-        finally:
-            await created.close()
+    async with own_database_pool(stack, "cairn_slices") as created:
+        yield created
 
 
 def _index(url: str, slice_turns: int, chunk_tokens: int = 64) -> MemoryIndex:
