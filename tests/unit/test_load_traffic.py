@@ -1,12 +1,15 @@
 """The generated traffic of `cairn bench load`: reproducible, skewed like real tenants, bilingual."""
 
-import asyncio
+import itertools
 import random
 import re
-import time
 
-from cairn.cli.bench_load import as_user, growth_until, percentiles
+import pytest
+
+from cairn.cli.bench_lag import REQUEST_MESSAGES, Tally, merge, schedule, short_of_asked
+from cairn.cli.bench_load import as_user, lag_rate_rows, lag_report, percentiles
 from cairn.cli.chatgen import Traffic, chat_text, zipf_weights
+from cairn.cli.main import _parser, load_settings
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 LATIN = re.compile(r"[A-Za-z]{3,}")
@@ -52,16 +55,58 @@ def test_helpers_of_the_report() -> None:
     assert percentiles([42.0]) == (42.0, 42.0)  # one lag probe: `--lag-seconds 1` on a busy machine
 
 
-async def test_the_lag_window_counts_what_was_accepted_inside_it() -> None:
-    """The rate the lag load reached: what was posted before the window closed, not the queue drained after it."""
-    posted = [5]  # before the window opened: not counted
-    stop = time.perf_counter() + 0.05
+def test_the_lag_window_counts_what_was_accepted_inside_it() -> None:
+    """The rate the lag load reached: what was answered before the window closed, not the queue drained after it."""
+    tally = Tally()
+    tally.record(3, [10, 11, 12, 13, 14], answered=9.9, stop=10.0)
+    tally.record(3, [20, 21, 22, 23, 24], answered=10.4, stop=10.0)  # answered after the window
+    tally.record(0, [5], answered=1.0, stop=10.0)
+    assert (tally.accepted_in_window, tally.accepted) == (6, 11)
+    tally.leave(5, due=9.0, left=9.5, stop=10.0)
+    tally.leave(5, due=9.8, left=10.1, stop=10.0)  # due inside, left after the window closed: not sent in it
+    assert tally.sent == 5
+    assert tally.behind_ms == pytest.approx([500.0, 300.0])
+    assert tally.tenants == {3: (10, 24), 0: (1, 5)}
 
-    async def post() -> None:
-        posted[0] += 7
-        await asyncio.sleep(max(0.0, stop - time.perf_counter()) + 0.2)
-        posted[0] += 100  # answered after the window: not counted
 
-    grown, _ = await asyncio.gather(growth_until(lambda: posted[0], stop), post())
-    assert grown == 7
-    assert posted[0] == 112
+def test_the_workers_schedules_add_up_to_the_asked_rate_evenly_spaced() -> None:
+    rate, workers, start, stop = 600.0, 3, 100.0, 130.0
+    sends = sorted(t for w in range(workers) for t in schedule(rate, workers, w, start, stop))
+    assert len(sends) * REQUEST_MESSAGES == rate * (stop - start)
+    assert all(start <= t < stop for t in sends)
+    gaps = {round(b - a, 9) for a, b in itertools.pairwise(sends)}
+    assert gaps == {round(REQUEST_MESSAGES / rate, 9)}, "together they send one request every interval"
+    assert list(schedule(rate, 1, 0, start, stop)) == pytest.approx(sends), "as one worker would"
+
+
+def test_merged_tallies_add_counts_and_keep_each_tenants_highest_position() -> None:
+    first, second = Tally(sent=10, behind_ms=[1.0]), Tally(sent=5, behind_ms=[2.0])
+    first.record(1, [7, 9], answered=0.0, stop=1.0)
+    second.record(1, [8], answered=2.0, stop=1.0)
+    second.record(2, [4], answered=0.0, stop=1.0)
+    total = merge([first, second])
+    assert (total.sent, total.accepted_in_window, total.accepted) == (15, 3, 4)
+    assert total.tenants == {1: (3, 9), 2: (1, 4)}
+    assert total.behind_ms == [1.0, 2.0]
+
+
+def test_the_lag_report_flags_an_accepted_rate_short_of_the_asked_one() -> None:
+    met, short = Tally(sent=5700, accepted_in_window=5500), Tally(sent=5700, accepted_in_window=3038)
+    reached = lag_report(570.0, 10.0, [40.0, 60.0], met)
+    assert (reached["accepted_in_window_msg_per_s"], reached["short_of_asked"]) == (550.0, False)
+    missed = lag_report(568.2, 10.0, [40.0], short)
+    assert missed["rate_msg_per_s"] == missed["asked_msg_per_s"] == 568.2
+    assert (missed["accepted_in_window_msg_per_s"], missed["short_of_asked"]) == (303.8, True)
+    assert lag_rate_rows(reached)[1][2] == ""
+    assert lag_rate_rows(missed)[1][2].startswith("SHORT: 53% of asked")
+    old = {k: v for k, v in missed.items() if k != "short_of_asked"}  # a result written before the flag existed
+    assert lag_rate_rows(old)[1][2].startswith("SHORT")
+    assert short_of_asked(100.0, 90.0) is False
+    assert short_of_asked(100.0, 89.9) is True
+
+
+def test_skip_search_runs_only_throughput_and_lag() -> None:
+    args = _parser().parse_args(["bench", "load", "--skip-search", "--lag-workers", "3", "--messages", "500"])
+    settings = load_settings(args)
+    assert (settings.search_at, settings.lag_workers, settings.messages) == ((), 3, 500)
+    assert load_settings(_parser().parse_args(["bench", "load"])).search_at == (100_000, 1_000_000)

@@ -133,6 +133,8 @@ def _parser() -> argparse.ArgumentParser:
     load.add_argument("--search-at", default="100000,1000000", help="index sizes at which to time searches")
     load.add_argument("--concurrency", type=int, default=4)
     load.add_argument("--copy-rows", action="store_true", help="past --messages, grow the index by copying its rows")
+    load.add_argument("--lag-workers", type=int, default=2, help="processes posting the index-lag phase's load")
+    load.add_argument("--skip-search", action="store_true", help="run only throughput and index lag")
     memindex = kinds.add_parser("memindex", help="memory index: embedding texts/s, search p50/p99, edit indexing lag")
     memindex.add_argument("--part", choices=("embedding", "search", "lag", "all"), default="all")
     memindex.add_argument("--chunks", type=int, default=100_000)
@@ -161,6 +163,16 @@ def memory(args: argparse.Namespace) -> None:
     print(f"memory {args.direction} {args.dir} (agent {args.agent}): {report.summary()}")
     if not report.ok:
         sys.exit(1)
+
+
+def load_settings(args: argparse.Namespace) -> LoadSettings:
+    """`bench load`'s flags as its settings; `--skip-search` leaves no index size to search at."""
+    return LoadSettings(
+        tenants=args.tenants, messages=args.messages, throughput_messages=args.throughput_messages,
+        lag_seconds=args.lag_seconds, lag_workers=args.lag_workers, concurrency=args.concurrency,
+        search_at=() if args.skip_search else tuple(int(n) for n in args.search_at.split(",")),
+        copy_rows=args.copy_rows,
+    )  # fmt: skip
 
 
 def main() -> None:
@@ -197,12 +209,7 @@ def _bench(args: argparse.Namespace) -> None:
         scored = run_retrieval(read_endpoints(args.endpoints), args.data, args.out, args.mode)
         report_retrieval(scored, Path(f"bench-results/retrieval-{args.data.name}-{args.mode}.json"))
     elif args.kind == "load":
-        settings = LoadSettings(
-            tenants=args.tenants, messages=args.messages, throughput_messages=args.throughput_messages,
-            lag_seconds=args.lag_seconds, search_at=tuple(int(n) for n in args.search_at.split(",")),
-            concurrency=args.concurrency, copy_rows=args.copy_rows,
-        )  # fmt: skip
-        loaded = asyncio.run(run_load(read_endpoints(args.endpoints), settings))
+        loaded = asyncio.run(run_load(read_endpoints(args.endpoints), load_settings(args)))
         report_table("load", table(loaded), loaded, args.out)
     elif args.kind == "memory":
         report_rows("memory", run_memory(read_endpoints(args.endpoints), args.runs), args.out)
