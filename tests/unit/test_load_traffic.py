@@ -7,7 +7,7 @@ import re
 import pytest
 
 from cairn.cli.bench_lag import REQUEST_MESSAGES, Tally, merge, schedule, short_of_asked
-from cairn.cli.bench_load import as_user, lag_rate_rows, lag_report, percentiles
+from cairn.cli.bench_load import as_user, lag_rate_rows, lag_report, percentiles, slowest
 from cairn.cli.chatgen import Traffic, chat_text, zipf_weights
 from cairn.cli.main import _parser, load_settings
 
@@ -110,3 +110,15 @@ def test_skip_search_runs_only_throughput_and_lag() -> None:
     settings = load_settings(args)
     assert (settings.search_at, settings.lag_workers, settings.messages) == ((), 3, 500)
     assert load_settings(_parser().parse_args(["bench", "load"])).search_at == (100_000, 1_000_000)
+
+
+def test_the_slowest_searches_are_listed_slowest_first() -> None:
+    """Each tenant's result names the queries that make its tail, slowest first, ties in the order they ran."""
+    queries = ["Bob", "张伟 上海", "Alice ERR_CONN_RESET", "Lisbon", "Bob"]
+    times = [3.04, 41.26, 88.0, 41.26, 1.0]
+    assert slowest(queries, times, 3) == [
+        {"query": "Alice ERR_CONN_RESET", "ms": 88.0},
+        {"query": "张伟 上海", "ms": 41.3},
+        {"query": "Lisbon", "ms": 41.3},
+    ]
+    assert len(slowest(queries, times)) == 5

@@ -216,6 +216,12 @@ def percentiles(samples: list[float]) -> tuple[float, float]:
     return round(cuts[49], 1), round(cuts[98], 1)
 
 
+def slowest(queries: list[str], times: list[float], count: int = 10) -> list[dict[str, Any]]:
+    """The `count` slowest searches (query and ms, slowest first): which queries make a tenant's tail."""
+    order = sorted(range(len(queries)), key=lambda i: (-times[i], i))[:count]
+    return [{"query": queries[i], "ms": round(times[i], 1)} for i in order]
+
+
 def raw_rows(run: LoadRun, chats: list[Chat]) -> list[dict[str, str]]:
     """The rows the raw pipeline carries: what cairn stores of each message, keyed the same way."""
     now = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
@@ -295,7 +301,8 @@ async def search_latency(run: LoadRun, ranks: dict[str, int]) -> dict[str, Any]:
             response.raise_for_status()
             times.append((time.perf_counter() - start) * 1000)
         p50, p99 = percentiles(times)
-        result[label] = {"tenant_messages": await run.stored(rank), "p50_ms": p50, "p99_ms": p99}
+        result[label] = {"tenant_messages": await run.stored(rank), "p50_ms": p50, "p99_ms": p99,
+                         "slowest": slowest(queries, times)}  # fmt: skip
     return result
 
 
