@@ -7,7 +7,7 @@ import re
 import pytest
 
 from cairn.cli.bench_lag import REQUEST_MESSAGES, Tally, merge, schedule, short_of_asked
-from cairn.cli.bench_load import as_user, lag_rate_rows, lag_report, percentiles, slowest
+from cairn.cli.bench_load import as_user, lag_rate_rows, lag_report, percentiles, slowest, table
 from cairn.cli.chatgen import Traffic, chat_text, zipf_weights
 from cairn.cli.main import _parser, load_settings
 
@@ -110,6 +110,7 @@ def test_skip_search_runs_only_throughput_and_lag() -> None:
     settings = load_settings(args)
     assert (settings.search_at, settings.lag_workers, settings.messages) == ((), 3, 500)
     assert load_settings(_parser().parse_args(["bench", "load"])).search_at == (100_000, 1_000_000)
+    assert load_settings(_parser().parse_args(["bench", "load", "--throughput-only"])).throughput_only
 
 
 def test_the_slowest_searches_are_listed_slowest_first() -> None:
@@ -122,3 +123,10 @@ def test_the_slowest_searches_are_listed_slowest_first() -> None:
         {"query": "Lisbon", "ms": 41.3},
     ]
     assert len(slowest(queries, times)) == 5
+
+
+def test_a_throughput_only_run_prints_the_throughput_rows_alone() -> None:
+    """`--throughput-only` stops before the lag and search phases: its table has no rows for them."""
+    put = {"raw_msg_per_s": 5000.0, "accepted_msg_per_s": 1500.0, "end_to_end_msg_per_s": 1250.0, "ratio_to_raw": 0.25}
+    rows = table({"throughput": put, "index_lag": {}, "search": {}})
+    assert [value for _, value, _ in rows] == ["5,000.0", "1,500.0", "1,250.0", "25.0%"]

@@ -135,6 +135,7 @@ def _parser() -> argparse.ArgumentParser:
     load.add_argument("--copy-rows", action="store_true", help="past --messages, grow the index by copying its rows")
     load.add_argument("--lag-workers", type=int, default=2, help="processes posting the index-lag phase's load")
     load.add_argument("--skip-search", action="store_true", help="run only throughput and index lag")
+    load.add_argument("--throughput-only", action="store_true", help="stop after the throughput phase")
     memindex = kinds.add_parser("memindex", help="memory index: embedding texts/s, search p50/p99, edit indexing lag")
     memindex.add_argument("--part", choices=("embedding", "search", "lag", "all"), default="all")
     memindex.add_argument("--chunks", type=int, default=100_000)
@@ -171,7 +172,7 @@ def load_settings(args: argparse.Namespace) -> LoadSettings:
         tenants=args.tenants, messages=args.messages, throughput_messages=args.throughput_messages,
         lag_seconds=args.lag_seconds, lag_workers=args.lag_workers, concurrency=args.concurrency,
         search_at=() if args.skip_search else tuple(int(n) for n in args.search_at.split(",")),
-        copy_rows=args.copy_rows,
+        copy_rows=args.copy_rows, throughput_only=args.throughput_only,
     )  # fmt: skip
 
 
