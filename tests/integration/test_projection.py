@@ -205,6 +205,27 @@ async def test_a_redelivery_re_publishes_the_outbox_and_writes_nothing_new(
     assert [m.data for m in stored] == [encode_event(emitted)], "JetStream drops the re-publish by its msg id"
 
 
+async def test_the_outbox_keeps_an_event_as_the_bytes_it_was_published_as(
+    nats_client: Client, app_pool: Pool, table: str
+) -> None:
+    """Stored as text (migration 0101), not parsed into jsonb: a re-publish sends exactly what was sent first."""
+    js, tenant = nats_client.jetstream(), str(uuid.uuid4())
+    recorder = Recorder(table, tenant, emit=True)
+    async with running(js, RECALL_STREAM, {RecallPerformed: recorder}, app_pool, FAST) as projection:
+        event = recall(tenant)
+        seq = (await EventPublisher(js).publish(event)).seq
+        assert await eventually(lambda: settled(js, projection, seq))
+    async with tenant_transaction(app_pool, tenant) as conn:
+        kept = await conn.fetchval(
+            "SELECT event FROM cairn.outbox WHERE consumer = $1 AND causation_id = $2",
+            projection.consumer, uuid.UUID(event.event_id),
+        )  # fmt: skip
+    emitted = IndexAdvanced(tenant_id=tenant, causation_id=event.event_id, ingest_seq=seq)
+    published = await stream_messages(js, INDEX_STREAM, subject_for(emitted))
+    mine = [m.data for m in published if m.data and decode_event(m.data).causation_id == event.event_id]
+    assert [kept.encode()] == mine
+
+
 async def test_a_crash_between_commit_and_publish_is_repaired_by_the_outbox(
     nats_client: Client, app_pool: Pool, table: str
 ) -> None:

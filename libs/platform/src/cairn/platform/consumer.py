@@ -60,9 +60,10 @@ NEWLY_PROCESSED = """
 SELECT event_id FROM cairn.processed_events
 WHERE consumer = $1 AND event_id = ANY($2::uuid[]) AND xmin = pg_current_xact_id()::xid
 """
+# Each event as the text it is published as (migration 0101): Postgres stores it without parsing it.
 SAVE_OUTBOX = """
 INSERT INTO cairn.outbox (consumer, causation_id, seq, tenant_id, event)
-SELECT $1, causation_id, seq, tenant_id, event::jsonb
+SELECT $1, causation_id, seq, tenant_id, event
 FROM unnest($2::uuid[], $3::int[], $4::uuid[], $5::text[]) AS o(causation_id, seq, tenant_id, event)
 """
 LOAD_OUTBOX = """
