@@ -222,5 +222,6 @@ def create_service_app(
 def serve(app: FastAPI, settings: ServiceSettings) -> None:
     http = settings.http
     uvicorn.run(
-        app, host=http.host, port=http.port, timeout_keep_alive=http.keep_alive_s, log_config=None, access_log=False
-    )
+        app, host=http.host, port=http.port, timeout_keep_alive=http.keep_alive_s, log_config=None, access_log=False,
+        loop=http.loop, http=http.parser,
+    )  # fmt: skip
