@@ -81,7 +81,10 @@ def run_memindex_bench(args: argparse.Namespace) -> None:
     if args.part in ("lag", "all"):
         rows += [{"part": "lag", **row} for row in run_lag(endpoints, args.edits)]
     if args.part in ("search", "all"):
-        rows += [{"part": "search", **row} for row in run_search(endpoints, args.chunks, args.queries, args.data)]
+        rows += [
+            {"part": "search", **row}
+            for row in run_search(endpoints, args.chunks, args.queries, args.data, args.keep_seed)
+        ]
     for row in rows:
         print("  ".join(f"{k}={v}" for k, v in row.items()))
     write_json(args.out, {"benchmark": "memindex", "rows": rows})
@@ -142,6 +145,7 @@ def _parser() -> argparse.ArgumentParser:
     memindex.add_argument("--queries", type=int, default=200)
     memindex.add_argument("--edits", type=int, default=40)
     memindex.add_argument("--data", type=Path, help="search: realistic text from this dataset's turns and questions")
+    memindex.add_argument("--keep-seed", type=Path, help="search: reuse agents seeded by an earlier run (key file)")
     for kind in (ingest, imported, history, load, memory_bench, memindex):
         kind.add_argument("--endpoints", type=Path, default=Path(".cairn/endpoints.env"))
         kind.add_argument("--out", type=Path, default=Path(f"bench-results/{kind.prog.split()[-1]}.json"))
