@@ -18,7 +18,7 @@ import pytest
 from cairn.memindex import LocalEmbedder, store
 from cairn.platform.postgres import tenant_transaction
 from cairn.recall import memory_queries
-from cairn.recall.memory_dates import days_named
+from cairn.recall.memory_dates import days_named, month_days, on_day
 from cairn.recall.memory_queries import ChunkDetail, MemoryReads, Where
 from cairn.recall.memory_ranking import RankingOptions
 from cairn.recall.memory_search import Found, MemoryQuery, MemorySearch
@@ -346,3 +346,43 @@ async def test_a_search_answers_the_same_when_its_sides_bring_the_candidates_row
             assert _answer(answered) == _answer(await before.search(tenant, query))
             assert len(answered.hits) == limit
     assert read_after > 0  # some dated chunk was found by its day alone
+
+
+async def test_the_chunks_of_named_days_are_those_dated_on_them_in_any_time_zone_read_by_the_day_index(
+    app_pool: Pool, admin: "asyncpg.Connection[asyncpg.Record]"
+) -> None:
+    """ON_DAYS keeps a chunk whose day (its `dated`, else the UTC day of `occurred_at`) is a named month-day, in
+    time order, as the statement before migration 0107 did; the session's time zone does not move a dated note's
+    day; and the read walks the (tenant, agent, day) index rather than all the agent's chunks."""
+    tenant = str(uuid.uuid4())
+    rows = [_row(f"filler note {i}", i * 60 * 7) for i in range(300)]  # one every 7 hours from 1 November 2026
+    rows.append(replace(_row("the daily note of 16 June", 5), dated=date(2026, 6, 16)))
+    rows.append(_row("said late on 3 November UTC", 2 * 24 * 60 + 14 * 60 + 59))
+    ids = await _write(app_pool, tenant, rows)
+    days = days_named("what happened on 16 June and on November 3?")
+    expected = [(r.occurred_at, r.start_line, i) for i, r in enumerate(rows) if on_day(r.dated or r.occurred_at, days)]
+    wanted = [ids[i] for *_, i in sorted(expected)]
+    assert len(wanted) >= 4
+    assert {ids[300], ids[301]} <= set(wanted)
+    assert await MemoryReads(app_pool).on_days(_where(tenant), month_days(days), 50) == wanted
+    params = (*memory_queries._params(_where(tenant)), month_days(days), 50)
+    async with tenant_transaction(app_pool, tenant) as conn:
+        assert [str(r["chunk_id"]) for r in await conn.fetch(memory_queries.ON_DAYS_SCANNING, *params)] == wanted
+        await conn.execute("SET LOCAL TimeZone = 'Pacific/Kiritimati'")  # UTC+14: a date's midnight is the day before
+        assert [str(r["chunk_id"]) for r in await conn.fetch(memory_queries.ON_DAYS, *params)] == wanted
+        assert await conn.fetch(memory_queries.ON_DAYS, uuid.uuid4(), *params[1:]) == []  # another tenant's: nothing
+    await admin.execute("ANALYZE indexer.memory_chunks")  # what autovacuum does before long
+    plans: list[str] = []
+    admin.add_log_listener(lambda _, message: plans.append(str(message.message)))
+    try:
+        async with admin.transaction():  # the function's own plan, as auto_explain sees it
+            await admin.execute(
+                "LOAD 'auto_explain'; SET LOCAL auto_explain.log_min_duration = 0; "
+                "SET LOCAL auto_explain.log_nested_statements = on; SET LOCAL auto_explain.log_level = notice; "
+                "SET LOCAL enable_seqscan = off"  # a small table
+            )
+            await admin.execute("SELECT set_config('cairn.tenant_id', $1, true)", tenant)
+            await admin.fetch(memory_queries.ON_DAYS, *params)
+    finally:
+        admin.remove_log_listener(plans.append)  # type: ignore[arg-type]
+    assert any("memory_chunks_month_day" in plan for plan in plans), "\n".join(plans)

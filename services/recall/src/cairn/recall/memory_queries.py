@@ -80,11 +80,17 @@ SET_ANN = """
 SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', $1, true),
        set_config('hnsw.max_scan_tuples', $2, true), set_config('enable_sort', 'off', true)
 """
-# Chunks dated on one of the days a query names (transcripts by their first turn, notes by their day).
-ON_DAYS = f"""
+# Chunks dated on one of the days a query names (transcripts by their first turn, notes by their day), read
+# from the (tenant, agent, day) index in a function as the owner (migration 0107), not by reading all the chunks
+# of the agent.
+ON_DAYS = """
+SELECT chunk_id, 0.0 AS score FROM indexer.memory_chunks_on_days($1, $2, $3::text[], $4, $5::text[], $6)
+"""
+# The read before 0107 (a filter over all the agent's chunks; ties now broken by chunk_id): what tests compare with.
+ON_DAYS_SCANNING = f"""
 SELECT chunk_id, 0.0 AS score FROM indexer.memory_chunks
 WHERE {_FILTER} AND to_char(coalesce(dated::timestamptz, occurred_at) AT TIME ZONE 'UTC', 'MM-DD') = ANY($5::text[])
-ORDER BY occurred_at, start_line
+ORDER BY occurred_at, start_line, chunk_id
 LIMIT $6
 """
 # What the vector side's plan depends on, in one round trip: the agent's chunks (kept by the indexer) and the
