@@ -24,7 +24,7 @@ import httpx
 
 from cairn.cli.chatgen import Traffic
 
-REQUEST_MESSAGES = 5  # messages per load request: small requests, the way a live chat trickles in
+REQUEST_MESSAGES = 5  # messages per load request by default: small requests, the way a live chat trickles in
 PROBE_GAP_S = 0.25  # a probe every 125–375 ms
 CONNECTIONS = 64  # per load worker
 SHORT = 0.10  # the table flags an accepted rate more than this far below the asked one
@@ -42,6 +42,7 @@ class LagPlan:
     workers: int
     seed: int
     zipf: float
+    batch: int = REQUEST_MESSAGES  # messages per load request
 
 
 @dataclass
@@ -68,14 +69,17 @@ class Tally:
         self.tenants[rank] = (posted + len(positions), max(highest, *positions))
 
 
-def schedule(rate: float, workers: int, worker: int, start: float, stop: float) -> Iterator[float]:
-    """When `worker` of `workers` sends each request so that together they post `rate` messages/s from `start` until
-    `stop`: each every `workers` request intervals, staggered by one interval, so the sum is evenly spaced."""
-    interval = REQUEST_MESSAGES * workers / rate
-    due = start + interval * worker / workers
-    while due < stop:
+def schedule(
+    rate: float, workers: int, worker: int, start: float, stop: float, batch: int = REQUEST_MESSAGES
+) -> Iterator[float]:
+    """When `worker` of `workers` sends each request of `batch` messages so that together they post `rate`
+    messages/s from `start` until `stop`: each every `workers` request intervals, staggered by one interval, so the
+    sum is evenly spaced."""
+    interval = batch * workers / rate
+    sends = 0
+    while (due := start + interval * (sends + worker / workers)) < stop:  # not a running sum: no drift past stop
         yield due
-        due += interval
+        sends += 1
 
 
 def merge(tallies: list[Tally]) -> Tally:
@@ -122,8 +126,8 @@ async def post_load(plan: LagPlan, worker: int, ready: Barrier) -> Tally:
 
         # Requests wait for a connection here, not in httpx's pool (whose waiting queue is scanned on every
         # change), and the wait counts as behind schedule: when the API answers slowly, the output says so.
-        connections, sent, chats = asyncio.Semaphore(CONNECTIONS), [], traffic.requests(REQUEST_MESSAGES)
-        for due in schedule(plan.rate, plan.workers, worker, start, stop):
+        connections, sent, chats = asyncio.Semaphore(CONNECTIONS), [], traffic.requests(plan.batch)
+        for due in schedule(plan.rate, plan.workers, worker, start, stop, plan.batch):
             chat = next(chats)  # generated before the wait: the send itself is what is paced
             await asyncio.sleep(max(0.0, due - time.monotonic()))
             sent.append(asyncio.create_task(post(chat.tenant, chat.messages, due)))

@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from cairn.cli.bench import read_endpoints, report, report_rows, report_table, run_import, run_ingest, write_json
 from cairn.cli.bench_history import run_history
+from cairn.cli.bench_lag import REQUEST_MESSAGES
 from cairn.cli.bench_load import LoadSettings, run_load, table
 from cairn.cli.bench_memindex import run_embedding, run_lag, run_search
 from cairn.cli.bench_memory import run_memory
@@ -137,6 +138,12 @@ def _parser() -> argparse.ArgumentParser:
     load.add_argument("--concurrency", type=int, default=4)
     load.add_argument("--copy-rows", action="store_true", help="past --messages, grow the index by copying its rows")
     load.add_argument("--lag-workers", type=int, default=2, help="processes posting the index-lag phase's load")
+    load.add_argument(
+        "--lag-batch",
+        type=int,
+        default=REQUEST_MESSAGES,
+        help="messages per lag-phase request (default: small, as a live chat; 20 = the throughput phase's)",
+    )
     load.add_argument("--skip-search", action="store_true", help="run only throughput and index lag")
     load.add_argument("--throughput-only", action="store_true", help="stop after the throughput phase")
     memindex = kinds.add_parser("memindex", help="memory index: embedding texts/s, search p50/p99, edit indexing lag")
@@ -174,7 +181,8 @@ def load_settings(args: argparse.Namespace) -> LoadSettings:
     """`bench load`'s flags as its settings; `--skip-search` leaves no index size to search at."""
     return LoadSettings(
         tenants=args.tenants, messages=args.messages, throughput_messages=args.throughput_messages,
-        lag_seconds=args.lag_seconds, lag_workers=args.lag_workers, concurrency=args.concurrency,
+        lag_seconds=args.lag_seconds, lag_workers=args.lag_workers, lag_batch=args.lag_batch,
+        concurrency=args.concurrency,
         search_at=() if args.skip_search else tuple(int(n) for n in args.search_at.split(",")),
         copy_rows=args.copy_rows, throughput_only=args.throughput_only,
     )  # fmt: skip
