@@ -109,6 +109,10 @@ async def test_another_tenants_matches_are_never_answered(app_pool: Pool, admin:
             with pytest.raises(asyncpg.InsufficientPrivilegeError):
                 await conn.fetch(f"SELECT * FROM indexer.{helper}($1, 'main', '{{memory}}', NULL, 'zeppelin', 10)",
                                  uuid.UUID(tenant))  # fmt: skip
+    async with tenant_transaction(app_pool, tenant) as conn:
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.fetch("SELECT * FROM indexer.memory_matches_sample($1, 'main', '{memory}', NULL, 'zeppelin', "
+                             "repeat('0', 512)::bit(512), 10)", uuid.UUID(tenant))  # fmt: skip
 
 
 async def test_a_conjunction_in_a_few_of_the_newest_chunks_walks_the_index_entries_by_their_term_bits(
@@ -122,6 +126,20 @@ async def test_a_conjunction_in_a_few_of_the_newest_chunks_walks_the_index_entri
     assert len(found) == 75
     assert "Index Only Scan using memory_chunks_recent" in plans, plans
     assert BITMAP not in plans, plans
+
+
+async def test_a_conjunction_whose_bits_nearly_every_chunk_holds_reads_the_index_not_the_walk_by_bits(
+    app_pool: Pool, admin: Admin
+) -> None:
+    """1% of the chunks hold all three words, but every chunk holds their bits ('jeanette' shares 'jean''s first four
+    characters, the name and the verb are everywhere): a walk by bits would fetch every chunk it walks, so the
+    full-text index answers (migration 0108), the same rows."""
+    texts = [f"maria meets {'jean' if i % 100 == 7 else 'jeanette'} at the market, note {i}" for i in range(3000)]
+    tenant = await _chunks(app_pool, texts)
+    found, plans = await _matches(admin, tenant, "'maria' & 'meet' & 'jean'", 300)
+    assert len(found) == 30
+    assert BITMAP in plans, plans
+    assert "Index Only Scan using memory_chunks_recent" not in plans, plans
 
 
 async def test_the_required_term_bits_never_leave_out_a_chunk_the_query_matches(app_pool: Pool, admin: Admin) -> None:
