@@ -225,7 +225,9 @@ def _seeded_key(endpoints: dict[str, str], owner_url: str, size: int, text: Text
     kept = json.loads(keep.read_text()) if keep is not None and keep.exists() else {}
     key = kept.get(seed_id)
     if key is not None:
-        with httpx.Client(base_url=endpoints["CAIRN_RECALL_URL"], headers={"Authorization": f"Bearer {key}"}) as r:
+        # status counts the agent's chunks: seconds at 100k on a cold cache (httpx's default waits 5 s)
+        with httpx.Client(base_url=endpoints["CAIRN_RECALL_URL"], headers={"Authorization": f"Bearer {key}"},
+                          timeout=120) as r:  # fmt: skip
             if r.get("/v1/memory/status").status_code == 200 and asyncio.run(_chunks_of(owner_url, key)) == size:
                 asyncio.run(_settle(owner_url))
                 return key, "reused (settled: VACUUM ANALYZE)"
