@@ -11,7 +11,7 @@ from tests.conftest import Tenant
 
 def _plan(stack: LocalStack, keys: tuple[str, ...]) -> LagPlan:
     endpoints = {"CAIRN_INGEST_URL": stack.url("ingest"), "CAIRN_RECALL_URL": stack.url("recall")}
-    return LagPlan(endpoints, keys, rate=20.0, seconds=2.0, workers=2, seed=1, zipf=1.0)
+    return LagPlan(endpoints, keys, rate=20.0, seconds=2.0, workers=2, seed=1, zipf=1.0, batch=5)
 
 
 @pytest.mark.e2e

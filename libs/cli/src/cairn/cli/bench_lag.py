@@ -24,7 +24,10 @@ import httpx
 
 from cairn.cli.chatgen import Traffic
 
-REQUEST_MESSAGES = 5  # messages per load request by default: small requests, the way a live chat trickles in
+# Messages per load request by default: the throughput phase's request size, so that half its message rate is half
+# its requests too. In requests of 5 (`--lag-batch 5`, a live chat's trickle) the same message rate asks the API for
+# twice the requests/s the throughput phase sustained, and ingest's cost per request, not the index, bounds it.
+REQUEST_MESSAGES = 20
 PROBE_GAP_S = 0.25  # a probe every 125–375 ms
 CONNECTIONS = 64  # per load worker
 SHORT = 0.10  # the table flags an accepted rate more than this far below the asked one

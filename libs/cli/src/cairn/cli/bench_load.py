@@ -57,7 +57,7 @@ class LoadSettings:
     concurrency: int = 4
     lag_seconds: float = 30.0
     lag_workers: int = 2  # processes posting the lag phase's load (bench_lag)
-    lag_batch: int = REQUEST_MESSAGES  # messages per lag-phase request (`batch` for the throughput phase's shape)
+    lag_batch: int = REQUEST_MESSAGES  # messages per lag-phase request (default: the throughput phase's `batch`)
     search_at: tuple[int, ...] = (100_000, 1_000_000)
     copy_rows: bool = False  # reach search sizes beyond `messages` by copying index rows (labelled in the output)
     queries: int = 200
@@ -258,9 +258,9 @@ async def throughput(run: LoadRun) -> dict[str, Any]:
 
 
 async def index_lag(run: LoadRun, rate: float) -> dict[str, Any]:
-    """Load at `rate` messages/s in small requests from `lag_workers` processes while a process of its own probes
-    accepted → visible to search (see bench_lag). Reports the rate asked, the rate accepted inside the window and
-    whether that fell short, so a lag is never read as measured at a rate the client did not reach."""
+    """Load at `rate` messages/s in requests of `lag_batch` messages from `lag_workers` processes while a process
+    of its own probes accepted → visible to search (see bench_lag). Reports the rate asked, the rate accepted inside
+    the window and whether that fell short, so a lag is never read as measured at a rate the client did not reach."""
     ranks = [run.traffic.pick_tenant() for _ in range(int(run.settings.lag_seconds * 8) + 1)]
     probes = [(rank, str(run.traffic.message(rank)["text"])) for rank in ranks]
     plan = LagPlan(run.endpoints, tuple(t.key for t in run.tenants), rate, run.settings.lag_seconds,
@@ -385,7 +385,7 @@ def table(result: dict[str, Any]) -> list[tuple[str, str, str]]:
     ]
     if not lag:  # --throughput-only
         return rows
-    at = f"{lag['rate_msg_per_s']} msg/s ({result['settings'].get('lag_batch', REQUEST_MESSAGES)} per request)"
+    at = f"{lag['rate_msg_per_s']} msg/s ({result['settings'].get('lag_batch', 5)} per request)"  # before the flag: 5
     rows += [
         (f"index lag p50 at {at}", f"{lag['lag_p50_ms']} ms", ""),
         (f"index lag p99 at {at}", f"{lag['lag_p99_ms']} ms", "< 500 ms"),

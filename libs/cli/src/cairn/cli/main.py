@@ -142,7 +142,7 @@ def _parser() -> argparse.ArgumentParser:
         "--lag-batch",
         type=int,
         default=REQUEST_MESSAGES,
-        help="messages per lag-phase request (default: small, as a live chat; 20 = the throughput phase's)",
+        help="messages per lag-phase request (default: the throughput phase's 20; 5 = a live chat's trickle)",
     )
     load.add_argument("--skip-search", action="store_true", help="run only throughput and index lag")
     load.add_argument("--throughput-only", action="store_true", help="stop after the throughput phase")
