@@ -386,3 +386,25 @@ async def test_the_chunks_of_named_days_are_those_dated_on_them_in_any_time_zone
     finally:
         admin.remove_log_listener(plans.append)  # type: ignore[arg-type]
     assert any("memory_chunks_month_day" in plan for plan in plans), "\n".join(plans)
+
+
+async def test_the_status_counts_come_from_an_index_only_scan_in_path_order(app_pool: Pool) -> None:
+    """GET /v1/memory/status's counts: by source, distinct documents, chunks without a vector of the current model,
+    the last indexing time. One covering index answers them without reading the wide chunk rows or sorting paths
+    (at 100k chunks the rows took seconds)."""
+    tenant = str(uuid.uuid4())
+    rows = [_row(f"note {n}", n, path=f"memory/bank/{n % 3}.md") for n in range(9)]
+    await _write(app_pool, tenant, [*rows, _row("a turn", 20, session="agent:main:main")])
+    await _write(app_pool, tenant, [_row("elsewhere", 30)], agent="other")
+    reads = MemoryReads(app_pool)
+    chunks = (await reads.status(tenant, "main", MODEL))["chunks"]
+    assert (chunks["memory_chunks"], chunks["session_chunks"], chunks["documents"]) == (9, 1, 3)
+    assert chunks["without_vector"] == 0
+    assert (await reads.status(tenant, "main", "a-newer-model"))["chunks"]["without_vector"] == 10
+    async with tenant_transaction(app_pool, tenant) as conn:
+        await conn.execute("SET LOCAL enable_seqscan = off")  # a small table: ask whether the index can answer
+        await conn.execute("SET LOCAL enable_bitmapscan = off")
+        plan = "\n".join(r[0] for r in await conn.fetch(
+            f"EXPLAIN {memory_queries.STATUS_CHUNKS}", uuid.UUID(tenant), "main", MODEL))  # fmt: skip
+    assert "Index Only Scan using memory_chunks_status" in plan, plan
+    assert "Sort" not in plan, plan
