@@ -388,7 +388,9 @@ async def test_the_chunks_of_named_days_are_those_dated_on_them_in_any_time_zone
     assert any("memory_chunks_month_day" in plan for plan in plans), "\n".join(plans)
 
 
-async def test_the_status_counts_come_from_an_index_only_scan_in_path_order(app_pool: Pool) -> None:
+async def test_the_status_counts_come_from_an_index_only_scan_in_path_order(
+    app_pool: Pool, admin: "asyncpg.Connection[asyncpg.Record]"
+) -> None:
     """GET /v1/memory/status's counts: by source, distinct documents, chunks without a vector of the current model,
     the last indexing time. One covering index answers them without reading the wide chunk rows or sorting paths
     (at 100k chunks the rows took seconds)."""
@@ -401,9 +403,9 @@ async def test_the_status_counts_come_from_an_index_only_scan_in_path_order(app_
     assert (chunks["memory_chunks"], chunks["session_chunks"], chunks["documents"]) == (9, 1, 3)
     assert chunks["without_vector"] == 0
     assert (await reads.status(tenant, "main", "a-newer-model"))["chunks"]["without_vector"] == 10
+    await admin.execute("VACUUM (ANALYZE) indexer.memory_chunks")  # as autovacuum would: pages all-visible
     async with tenant_transaction(app_pool, tenant) as conn:
-        await conn.execute("SET LOCAL enable_seqscan = off")  # a small table: ask whether the index can answer
-        await conn.execute("SET LOCAL enable_bitmapscan = off")
+        await conn.execute("SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off")  # a small table
         plan = "\n".join(r[0] for r in await conn.fetch(
             f"EXPLAIN {memory_queries.STATUS_CHUNKS}", uuid.UUID(tenant), "main", MODEL))  # fmt: skip
     assert "Index Only Scan using memory_chunks_status" in plan, plan
