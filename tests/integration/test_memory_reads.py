@@ -31,6 +31,16 @@ START = datetime(2026, 11, 1, 9, 0, tzinfo=UTC)
 MODEL, DIMS = "test-model", 8
 
 
+# The read before 0107, a filter over all the agent's chunks (ties broken by chunk_id): the day index must agree.
+ON_DAYS_SCANNING = f"""
+SELECT chunk_id, 0.0 AS score FROM indexer.memory_chunks
+WHERE {memory_queries._FILTER}
+  AND to_char(coalesce(dated::timestamptz, occurred_at) AT TIME ZONE 'UTC', 'MM-DD') = ANY($5::text[])
+ORDER BY occurred_at, start_line, chunk_id
+LIMIT $6
+"""
+
+
 def _row(text: str, minutes: int, *, path: str = "memory/bank/notes.md", session: str | None = None) -> store.ChunkRow:
     at = START + timedelta(minutes=minutes)
     common = {"start_line": minutes, "end_line": minutes, "text": text, "occurred_at": at,
@@ -367,7 +377,7 @@ async def test_the_chunks_of_named_days_are_those_dated_on_them_in_any_time_zone
     assert await MemoryReads(app_pool).on_days(_where(tenant), month_days(days), 50) == wanted
     params = (*memory_queries._params(_where(tenant)), month_days(days), 50)
     async with tenant_transaction(app_pool, tenant) as conn:
-        assert [str(r["chunk_id"]) for r in await conn.fetch(memory_queries.ON_DAYS_SCANNING, *params)] == wanted
+        assert [str(r["chunk_id"]) for r in await conn.fetch(ON_DAYS_SCANNING, *params)] == wanted
         await conn.execute("SET LOCAL TimeZone = 'Pacific/Kiritimati'")  # UTC+14: a date's midnight is the day before
         assert [str(r["chunk_id"]) for r in await conn.fetch(memory_queries.ON_DAYS, *params)] == wanted
         assert await conn.fetch(memory_queries.ON_DAYS, uuid.uuid4(), *params[1:]) == []  # another tenant's: nothing

@@ -77,8 +77,8 @@ class HttpSettings(BaseSettings):
     )
     loop: Literal["uvloop", "asyncio"] = Field(
         default="uvloop",
-        description="the event loop every task of the service runs on (consumers, pools, HTTP): uvloop's costs "
-        "the event loop, its transports and the socket writes less CPU per message than asyncio's own",
+        description="the event loop every task of the service runs on (consumers, pools, HTTP): uvloop spends "
+        "less CPU per message than asyncio's own on the loop, its transports and the socket writes",
     )
     parser: Literal["httptools", "h11"] = Field(
         default="httptools", description="the HTTP/1.1 parser: httptools (C, llhttp) or h11 (pure Python)"

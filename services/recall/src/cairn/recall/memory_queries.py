@@ -86,13 +86,6 @@ SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hns
 ON_DAYS = """
 SELECT chunk_id, 0.0 AS score FROM indexer.memory_chunks_on_days($1, $2, $3::text[], $4, $5::text[], $6)
 """
-# The read before 0107 (a filter over all the agent's chunks; ties now broken by chunk_id): what tests compare with.
-ON_DAYS_SCANNING = f"""
-SELECT chunk_id, 0.0 AS score FROM indexer.memory_chunks
-WHERE {_FILTER} AND to_char(coalesce(dated::timestamptz, occurred_at) AT TIME ZONE 'UTC', 'MM-DD') = ANY($5::text[])
-ORDER BY occurred_at, start_line, chunk_id
-LIMIT $6
-"""
 # What the vector side's plan depends on, in one round trip: the agent's chunks (kept by the indexer) and the
 # index's estimated rows.
 PLAN_INPUTS = """
