@@ -142,6 +142,40 @@ async def test_a_conjunction_whose_bits_nearly_every_chunk_holds_reads_the_index
     assert "Index Only Scan using memory_chunks_recent" not in plans, plans
 
 
+async def test_a_walk_by_bits_that_would_read_most_of_a_large_agents_entries_reads_the_index_instead(
+    app_pool: Pool, admin: Admin
+) -> None:
+    """The newest 128 chunks hold one match and six chunks with the query's bits ('zepplin tourniquet' shares the
+    first four characters of both words), so the walk by bits would fetch few chunks; but for an agent of 100,000
+    chunks (its count in memory_counts, which the plan is chosen from; the rows here are 3,000) one match in 128
+    means reading about 38,400 index entries for the cap, so the full-text index answers (migration 0124; 0108
+    walked by bits), the same rows."""
+    texts = [f"routine chat number {i}" + (" about the zeppelin tour" if i % 500 == 499
+                                           else " about a zepplin tourniquet" if i % 25 == 0 else "")
+             for i in range(3000)]  # fmt: skip
+    tenant = await _chunks(app_pool, texts)
+    await admin.execute("UPDATE indexer.memory_counts SET chunks = 100000 WHERE tenant_id = $1 AND agent_id = 'main'",
+                        uuid.UUID(tenant))  # fmt: skip
+    await admin.execute("SELECT set_config('cairn.tenant_id', $1, false)", tenant)
+    sample = await admin.fetchrow(
+        "SELECT * FROM indexer.memory_matches_sample($1, 'main', '{memory,sessions}', NULL, $2::tsquery, "
+        "indexer.required_term_bits($2::tsquery), 128)", uuid.UUID(tenant), "'zeppelin' & 'tour'"
+    )  # fmt: skip
+    assert sample is not None
+    assert (sample["seen"], sample["matched"], sample["passed"]) == (128, 1, 6)
+    found, plans = await _matches(admin, tenant, "'zeppelin' & 'tour'", 300)
+    assert len(found) == 6
+    assert BITMAP in plans, plans
+    assert "Index Only Scan using memory_chunks_recent" not in plans, plans
+    # the same agent at its real size (3,000 entries to read at most) still walks by bits
+    await admin.execute("UPDATE indexer.memory_counts SET chunks = 3000 WHERE tenant_id = $1 AND agent_id = 'main'",
+                        uuid.UUID(tenant))  # fmt: skip
+    found, plans = await _matches(admin, tenant, "'zeppelin' & 'tour'", 300)
+    assert len(found) == 6
+    assert "Index Only Scan using memory_chunks_recent" in plans, plans
+    assert BITMAP not in plans, plans
+
+
 async def test_the_required_term_bits_never_leave_out_a_chunk_the_query_matches(app_pool: Pool, admin: Admin) -> None:
     """For every search suite query (all words, any word) over the suite's texts as chunks: a chunk its terms match
     holds every required bit. Some queries do have required bits (or nothing would be checked)."""
