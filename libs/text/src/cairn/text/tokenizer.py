@@ -122,7 +122,7 @@ def index_slots(text: str, first_slot: int = 1) -> list[tuple[str, int]]:
     for match in _TOKEN.finditer(_normalise(text)):
         run = match["cjk"]
         if run is None:
-            terms, width = _word_slots(match["word"])
+            terms, width, _ = _word_slots(match["word"])
             pairs.extend((lexeme, slot + offset) for lexeme, offset in terms)
             slot += width
         else:
@@ -143,9 +143,44 @@ def message_vector(text: str, sender_name: str | None = None) -> str:
     The one definition of what a message puts in the index; the name makes "what did Alice say about…"
     rank Alice's messages first without matching across into the text as a phrase.
     """
-    head = index_slots(sender_name) if sender_name else []
-    first = max((slot for _, slot in head), default=-1) + 2
-    return slots_literal([*head, *index_slots(text, first)])
+    slots: dict[str, list[int]] = {}  # each term's slots in first-seen order, what `slots_literal` groups by
+    end, clean = _add_slots(sender_name, 1, slots) if sender_name else (1, True)
+    first = end + 1 if end > 1 else 1  # a slot apart from the name, if it had any term
+    if not (_add_slots(text, first, slots)[1] and clean):  # rare: a term to clean or cut, as in `slots_literal`
+        return _made_safe_literal([*(index_slots(sender_name) if sender_name else []), *index_slots(text, first)])
+    return _render_slots(slots)
+
+
+def _add_slots(text: str, slot: int, slots: dict[str, list[int]]) -> tuple[int, bool]:
+    """`index_slots` grouped by term as it goes (no list of pairs in between); returns the slot after the text and
+    whether every term is clean as it stands (what `slots_literal` checks: a CJK unigram or bigram always is)."""
+    clean = True
+    for cjk, word in _TOKEN.findall(_normalise(text)):
+        if cjk:
+            width = len(cjk)
+            for offset, term in enumerate(_bigrams(cjk)):  # a run's bigrams come before its unigrams
+                where = slots.get(term)
+                if where is None:
+                    slots[term] = [slot + offset]
+                else:
+                    where.append(slot + offset)
+            for offset, term in enumerate(cjk):
+                where = slots.get(term)
+                if where is None:
+                    slots[term] = [slot + offset]
+                else:
+                    where.append(slot + offset)
+        else:
+            terms, width, clean_word = _word_slots(word)
+            clean = clean and clean_word
+            for term, offset in terms:
+                where = slots.get(term)
+                if where is None:
+                    slots[term] = [slot + offset]
+                else:
+                    where.append(slot + offset)
+        slot += width
+    return slot, clean
 
 
 def to_tsvector_text(terms: Iterable[str]) -> str:
@@ -173,6 +208,11 @@ def slots_literal(pairs: Iterable[tuple[str, int]]) -> str:
             where.append(slot)
     if "" in slots or max(map(len, slots), default=0) > MAX_TERM_CHARS or _UNSAFE.search("".join(slots)):
         return _made_safe_literal(pairs)  # rare: a term to clean or cut, which may then equal another term
+    return _render_slots(slots)
+
+
+def _render_slots(slots: dict[str, list[int]]) -> str:
+    """The literal of clean terms with their slots (`slots_literal`)."""
     return " ".join([
         f"'{term}':{where[0]}" if len(where) == 1 and where[0] <= _MAX_POSITION else f"'{term}':{_slot_list(where)}"
         for term, where in slots.items()
@@ -265,13 +305,16 @@ def _stem(word: str) -> str:
 
 
 @lru_cache(maxsize=65536)
-def _word_slots(token: str) -> tuple[tuple[tuple[str, int], ...], int]:
+def _word_slots(token: str) -> tuple[tuple[tuple[str, int], ...], int, bool]:
     """A plain word with its stem in one slot, or an identifier whole and then each part in its own
-    slot (the whole shares the first); and how many slots the token takes. Cached per token."""
+    slot (the whole shares the first); how many slots the token takes; and whether every term is clean
+    (not empty, not too long, nothing `_UNSAFE`), so `message_vector` needs no check of its own. Cached per token."""
     parts = _JOINERS.split(token)
     whole = ((token[:MAX_TERM_CHARS], 0),) if len(parts) > 1 else ()
     forms = tuple((form, offset) for offset, part in enumerate(parts) for form in _forms(part[:MAX_TERM_CHARS]))
-    return whole + forms, len(parts)
+    terms = whole + forms
+    clean = all(term and len(term) <= MAX_TERM_CHARS and _UNSAFE.search(term) is None for term, _ in terms)
+    return terms, len(parts), clean
 
 
 def _safe_terms(terms: Iterable[str]) -> Iterator[str]:
