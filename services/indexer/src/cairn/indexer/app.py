@@ -10,7 +10,7 @@ from cairn.indexer.memory_handlers import CONSUMER, MemoryTranscripts, build_mem
 from cairn.indexer.memory_worker import MemoryWorker
 from cairn.indexer.settings import IndexerSettings
 from cairn.memindex import LocalEmbedder, MemoryIndex, create_embedder
-from cairn.platform.consumer import BatchHandlers, Handler, Projection
+from cairn.platform.consumer import BatchHandlers, Handler, Projection, SharedDecoding
 from cairn.platform.pull import Consumer
 from cairn.platform.runtime import Runtime, create_service_app, serve
 
@@ -31,10 +31,17 @@ def create_app(settings: IndexerSettings) -> FastAPI:
         ) -> Projection:
             return Projection(name, stream, handlers, runtime.pool, runtime.publisher, settings.nats, only)
 
+        # both projections of the session stream read every transcript event: each is decoded once
+        transcripts = SharedDecoding()
+
+        def of_transcripts(name: str, handlers: BatchHandlers) -> Projection:
+            return Projection(name, SESSION_STREAM, handlers, runtime.pool, runtime.publisher, settings.nats,
+                              decode=transcripts)  # fmt: skip
+
         return [
-            projection("indexer", SESSION_STREAM, IndexerProjection()),
+            of_transcripts("indexer", IndexerProjection()),
             # every transcript event of every tenant: a fetched batch in one transaction (migration 0025)
-            projection(CONSUMER, SESSION_STREAM, MemoryTranscripts(index)),
+            of_transcripts(CONSUMER, MemoryTranscripts(index)),
             projection(CONSUMER, MEMORY_STREAM, memory),
             projection(CONSUMER, INGEST_STREAM, memory, AGENT_CONFIGURED),
             MemoryWorker(runtime.pool, index),
