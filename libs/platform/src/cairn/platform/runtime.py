@@ -30,7 +30,7 @@ from cairn.platform.pull import Consumer
 from cairn.platform.query import EmptyQueryParamsAreAbsent
 from cairn.platform.retention import keep_sweeping, recording_consumers
 from cairn.platform.settings import ServiceSettings
-from cairn.platform.telemetry import setup_logging, setup_tracing
+from cairn.platform.telemetry import HandOnTraceContext, setup_logging, setup_tracing
 
 log = logging.getLogger(__name__)
 SettingsT = TypeVar("SettingsT", bound=ServiceSettings)
@@ -215,7 +215,10 @@ def create_service_app(
     app.include_router(health_router())
     for router in routers:
         app.include_router(router)
-    FastAPIInstrumentor.instrument_app(app, tracer_provider=tracer_provider, excluded_urls="healthz,readyz")
+    if tracer_provider is None:
+        app.add_middleware(HandOnTraceContext)
+    else:
+        FastAPIInstrumentor.instrument_app(app, tracer_provider=tracer_provider, excluded_urls="healthz,readyz")
     return app
 
 
