@@ -57,11 +57,13 @@ class EventPublisher:
     async def publish_many(
         self, events: Sequence[Event], msg_ids: Sequence[str | None] | None = None
     ) -> list[Published]:
-        """Send all in order without waiting between them, then wait for every ack."""
+        """Send all in order without waiting between them, then wait for every ack. They share one trace
+        context (the caller's), so its headers are made once; each event gets its own dict (the client adds to it)."""
         ids = msg_ids if msg_ids is not None else [None] * len(events)
+        trace = self.trace_headers()
         futures = [
             await self.js.publish_async(
-                subject_for(e), encode_event(e), stream=stream_for(e), headers=self._headers(e, i)
+                subject_for(e), encode_event(e), stream=stream_for(e), headers={**trace, "Nats-Msg-Id": i or e.event_id}
             )
             for e, i in zip(events, ids, strict=True)
         ]

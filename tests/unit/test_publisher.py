@@ -1,0 +1,63 @@
+"""`EventPublisher.publish_many` sends every event with the caller's trace context and its own dedup id, in order."""
+
+import asyncio
+from dataclasses import dataclass
+
+from opentelemetry import context, propagate
+
+from cairn.events import InboundMessage, MessageReceived
+from cairn.platform.publisher import EventPublisher
+
+TENANT = "1525f314-6741-4c00-8d03-4047f54f310d"
+PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+@dataclass
+class Ack:
+    seq: int
+    duplicate: bool = False
+
+
+class FakeJetStream:
+    """Records what is published; like nats-py, it adds the expected stream to the headers it is given."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes, dict[str, str]]] = []
+
+    async def publish_async(
+        self, subject: str, payload: bytes, stream: str | None = None, headers: dict[str, str] | None = None
+    ) -> "asyncio.Future[Ack]":
+        assert headers is not None
+        assert stream is not None
+        self.sent.append((subject, payload, dict(headers)))
+        headers["Nats-Expected-Stream"] = stream
+        future: asyncio.Future[Ack] = asyncio.get_running_loop().create_future()
+        future.set_result(Ack(len(self.sent)))
+        return future
+
+
+def _event(text: str) -> MessageReceived:
+    message = InboundMessage(text=text)
+    return MessageReceived(tenant_id=TENANT, agent_id="main", session_key="agent:main:main", message=message)
+
+
+async def test_each_event_carries_the_callers_trace_context_and_its_own_id() -> None:
+    js = FakeJetStream()
+    publisher = EventPublisher(js)  # type: ignore[arg-type]
+    events = [_event("one"), _event("two"), _event("three")]
+    carrier = {"traceparent": PARENT, "tracestate": "vendor=abc", "baggage": "tenant=t1"}
+    token = context.attach(propagate.extract(carrier))
+    try:
+        published = await publisher.publish_many(events, ["dedup-1", None, "dedup-3"])
+    finally:
+        context.detach(token)
+    assert [p.seq for p in published] == [1, 2, 3]
+    assert [headers for _, _, headers in js.sent] == [
+        {**carrier, "Nats-Msg-Id": "dedup-1"},
+        {**carrier, "Nats-Msg-Id": events[1].event_id},
+        {**carrier, "Nats-Msg-Id": "dedup-3"},
+    ]
+    assert [MessageReceived.model_validate_json(data).message.text for _, data, _ in js.sent] == ["one", "two", "three"]
+    # without a trace context, only the ids
+    await publisher.publish_many(events[:1])
+    assert js.sent[-1][2] == {"Nats-Msg-Id": events[0].event_id}
