@@ -12,7 +12,7 @@ import asyncpg
 import pytest
 
 from cairn.events import AgentConfig
-from cairn.ingest.store import CONFIG_CHANNEL, AgentConfigs
+from cairn.ingest.store import CONFIG_CHANNEL, AgentConfigs, StoredConfig, VersionConflict
 from cairn.local import LocalStack
 from tests.integration.conftest import eventually, holds_for, listening_since, postgres_now
 
@@ -118,3 +118,64 @@ async def test_a_lost_listening_connection_is_replaced_and_what_was_cached_forgo
             return (await replica.routing(tenant, "main")).dm_scope == "per-channel-peer"
 
         assert await eventually(follows)
+
+
+def _counting_reads(configs: AgentConfigs) -> list[tuple[str, str]]:
+    """The config reads `configs` makes from now on (routing reads through `get`)."""
+    reads: list[tuple[str, str]] = []
+    read = configs.get
+
+    async def counted(tenant: str, agent: str) -> StoredConfig:
+        reads.append((tenant, agent))
+        return await read(tenant, agent)
+
+    configs.get = counted  # type: ignore[method-assign]
+    return reads
+
+
+async def test_the_replica_that_puts_routes_by_what_it_stored_without_reading_it_back(
+    app_pool: Pool, stack: LocalStack
+) -> None:
+    tenant = str(uuid.uuid4())
+    replica = AgentConfigs(app_pool, LONG, listen_url=stack.postgres_url(), listen_cache_seconds=LONG)
+    other = AgentConfigs(app_pool, cache_seconds=LONG)  # another replica
+    async with listening(replica, stack):
+        reads = _counting_reads(replica)
+        await replica.put(tenant, "main", AgentConfig(dm_scope="per-peer"), None, _announce)
+        assert (await replica.routing(tenant, "main")).dm_scope == "per-peer"
+        # its own notification, once it arrives, leaves the entry alone
+        assert await eventually(lambda: _no_own_notice(replica))
+        assert await holds_for(lambda: _routes(replica, tenant, "per-peer"), 0.5)
+        assert reads == []
+        # another replica's PUT is still followed at its commit
+        await other.put(tenant, "main", AgentConfig(dm_scope="per-channel-peer"), 1, _announce)
+        assert await eventually(lambda: _routes(replica, tenant, "per-channel-peer"))
+        assert reads == [(tenant, "main")]
+        # a PUT that is not stored keeps nothing and expects no notification
+        with pytest.raises(VersionConflict):
+            await replica.put(tenant, "main", AgentConfig(dm_scope="main"), 1, _announce)
+        assert not replica._own_notices
+        assert (await replica.routing(tenant, "main")).dm_scope == "per-channel-peer"
+
+
+async def test_a_replica_that_does_not_listen_keeps_what_it_stored_for_its_short_time(app_pool: Pool) -> None:
+    tenant = str(uuid.uuid4())
+    configs = AgentConfigs(app_pool, cache_seconds=LONG)
+    reads = _counting_reads(configs)
+    await configs.put(tenant, "main", AgentConfig(dm_scope="per-peer"), None, _announce)
+    assert (await configs.routing(tenant, "main")).dm_scope == "per-peer"
+    assert reads == []
+    assert not configs._own_notices
+    short = AgentConfigs(app_pool, cache_seconds=0)
+    short_reads = _counting_reads(short)
+    await short.put(tenant, "main", AgentConfig(dm_scope="main"), 1, _announce)
+    assert (await short.routing(tenant, "main")).dm_scope == "main"
+    assert short_reads == [(tenant, "main")]  # kept no longer than a read would be
+
+
+async def _no_own_notice(configs: AgentConfigs) -> bool:
+    return not configs._own_notices
+
+
+async def _routes(configs: AgentConfigs, tenant: str, dm_scope: str) -> bool:
+    return (await configs.routing(tenant, "main")).dm_scope == dm_scope

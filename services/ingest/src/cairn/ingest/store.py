@@ -6,6 +6,9 @@ keeps each one: a PUT on this replica forgets it at once, and every replica list
 (`CONFIG_CHANNEL`, notified by the PUT's transaction, delivered at its commit) forgets it when the PUT commits.
 Each entry is kept `listen_cache_seconds` while the replica listens (a safety bound), otherwise (not connected
 yet, or the listening connection lost) `cache_seconds`: other replicas follow within that time, as before.
+The replica that PUTs keeps the config it stored (an adapter's next message would otherwise read it back), unless
+some other change was notified meanwhile; its listener then knows its own notification by the sending backend's
+pid and does not forget the entry for it, while any other replica's notification still does.
 """
 
 import asyncio
@@ -87,6 +90,8 @@ class AgentConfigs:
         self._listening = False
         # Counts what may have made a config read before it stale: a read across a change is kept briefly only.
         self._changes = 0
+        # The notification of this replica's own PUT still to come, by (tenant, agent): the backend pid sending it.
+        self._own_notices: dict[tuple[str, str], int] = {}
 
     async def get(self, tenant: str, agent: str) -> StoredConfig:
         async with tenant_transaction(self._pool, tenant) as conn:
@@ -103,13 +108,24 @@ class AgentConfigs:
     ) -> int:
         """Replace the config and return its new version; `announce(version)` runs before the commit, so a
         config that could not be announced is not stored either."""
-        async with tenant_transaction(self._pool, tenant) as conn:
-            current = _stored(await conn.fetchrow(LOCK_CONFIG, tenant, agent)).version
-            if if_match is not None and if_match != current:
-                raise VersionConflict(current)
-            version: int = await conn.fetchval(SAVE_AND_NOTIFY, tenant, agent, config.model_dump_json())
-            await announce(version)
+        key, stored = (tenant, agent), config.model_dump_json()
+        try:
+            async with tenant_transaction(self._pool, tenant) as conn:
+                current = _stored(await conn.fetchrow(LOCK_CONFIG, tenant, agent)).version
+                if if_match is not None and if_match != current:
+                    raise VersionConflict(current)
+                version: int = await conn.fetchval(SAVE_AND_NOTIFY, tenant, agent, stored)
+                await announce(version)
+                if self._listening:
+                    self._own_notices[key] = conn.get_server_pid()
+                changes = self._changes
+        except BaseException:
+            self._own_notices.pop(key, None)
+            raise
+        unchanged = self._changes == changes  # nothing notified since the save: what we stored is the newest
         self._forget(tenant, agent)
+        if unchanged:
+            self._keep(key, routing_config(AgentConfig.model_validate_json(stored)), self._ttl(trusted=True))
         return version
 
     async def routing(self, tenant: str, agent: str) -> RoutingConfig:
@@ -118,25 +134,34 @@ class AgentConfigs:
             return cached[0]
         changes = self._changes
         routing = routing_config((await self.get(tenant, agent)).config)
+        self._keep((tenant, agent), routing, self._ttl(trusted=self._changes == changes))
+        return routing
+
+    def _ttl(self, trusted: bool) -> float:
+        """A read (or save) across a change, or made while not listening, is kept only briefly."""
+        return self._listen_cache_seconds if trusted and self._listening else self._cache_seconds
+
+    def _keep(self, key: tuple[str, str], routing: RoutingConfig, ttl: float) -> None:
         if len(self._routing) >= CACHE_LIMIT:
             self._routing.clear()
-        trusted = self._listening and self._changes == changes
-        ttl = self._listen_cache_seconds if trusted else self._cache_seconds
-        self._routing[(tenant, agent)] = (routing, time.monotonic() + ttl)
-        return routing
+        self._routing[key] = (routing, time.monotonic() + ttl)
 
     def _forget(self, tenant: str, agent: str) -> None:
         self._changes += 1
         self._routing.pop((tenant, agent), None)
 
-    def _notified(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
+    def _notified(self, _conn: object, pid: int, _channel: str, payload: object) -> None:
         tenant, _, agent = str(payload).partition(" ")
+        if self._own_notices.get((tenant, agent)) == pid:
+            del self._own_notices[(tenant, agent)]  # this replica's own PUT: it kept what it stored
+            return
         self._forget(tenant, agent)
 
     def _forget_all(self, listening: bool) -> None:
         self._changes += 1
         self._listening = listening
         self._routing.clear()
+        self._own_notices.clear()
 
     async def run(self) -> None:
         if self._listen_url is None:
