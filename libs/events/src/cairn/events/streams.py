@@ -1,6 +1,7 @@
 """Subjects and JetStream streams, declared once. Each event type lives in the stream of the service
 that emits it; subjects are `cairn.<tenant>.<agent>.<event-type>`."""
 
+import functools
 from dataclasses import dataclass
 from typing import get_args
 
@@ -30,8 +31,10 @@ class StreamSpec:
     partitions: int = 0
 
 
+@functools.cache
 def _event_type(model: type) -> str:
-    """`transcript.appended.v1` -> `transcript.appended` (the subject suffix)."""
+    """`transcript.appended.v1` -> `transcript.appended` (the subject suffix); asked for every event published, and
+    pydantic's `model_fields` is a property that builds its answer on each access."""
     literal = model.model_fields["type"].default  # type: ignore[attr-defined]
     return str(literal).rsplit(".", 1)[0]
 

@@ -93,8 +93,8 @@ async def on_validation_error(request: Request, exc: Exception) -> JSONResponse:
     return validation_problem(exc)
 
 
-def _refuse(request: Request, message: InboundMessage) -> None:
-    refused = refusal(message, ingest_settings(request).max_text_bytes)
+def _refuse(message: InboundMessage, max_text_bytes: int) -> None:
+    refused = refusal(message, max_text_bytes)
     if refused is not None:
         detail = "The message text is too large" if refused.status == 413 else "The request is invalid"
         raise Problem(
@@ -113,8 +113,12 @@ async def _keep_incognito(request: Request, tenant: str, message: InboundMessage
     return Accepted(event_id=stored.message_id, session_key=key, position=str(stored.position))
 
 
-async def _event_for(request: Request, tenant: str, message: InboundMessage) -> MessageReceived:
+def _configs(request: Request) -> AgentConfigs:
     configs: AgentConfigs = runtime_of(request).extras["agent_configs"]
+    return configs
+
+
+async def _event_for(configs: AgentConfigs, tenant: str, message: InboundMessage) -> MessageReceived:
     try:
         return received(tenant, message, await configs.routing(tenant, message.agent_id))
     except RoutingError as error:
@@ -145,11 +149,11 @@ def _item_error(error: ValidationError, max_bytes: int) -> dict[str, Any]:
 async def post_message(message: InboundMessage, tenant: Tenant, request: Request) -> Accepted:
     """Store one message said on a channel; answers once JetStream has it durably (or, for an incognito
     thread, once it is held in memory)."""
-    _refuse(request, message)
+    _refuse(message, ingest_settings(request).max_text_bytes)
     if (key := _incognito_key(message)) is not None:
         return await _keep_incognito(request, tenant, message, key)
     publisher = runtime_of(request).publisher
-    return (await _publish_messages(publisher, [await _event_for(request, tenant, message)]))[0]
+    return (await _publish_messages(publisher, [await _event_for(_configs(request), tenant, message)]))[0]
 
 
 @router.post("/v1/messages/batch", status_code=202, response_model=BatchResult, tags=["messages"])
@@ -157,16 +161,17 @@ async def post_batch(batch: Batch, tenant: Tenant, request: Request) -> BatchRes
     """Import up to 1000 messages in order; each item is accepted or gets its own error."""
     results: list[dict[str, Any]] = [{} for _ in batch.messages]
     events: list[tuple[int, MessageReceived]] = []
+    max_text_bytes, configs = ingest_settings(request).max_text_bytes, _configs(request)
     for index, raw in enumerate(batch.messages):
         try:
             message = _inbound.validate_python(raw)
-            _refuse(request, message)
+            _refuse(message, max_text_bytes)
             if (key := _incognito_key(message)) is not None:
                 results[index] = (await _keep_incognito(request, tenant, message, key)).model_dump()
             else:
-                events.append((index, await _event_for(request, tenant, message)))
+                events.append((index, await _event_for(configs, tenant, message)))
         except ValidationError as error:
-            results[index] = _item_error(error, ingest_settings(request).max_text_bytes)
+            results[index] = _item_error(error, max_text_bytes)
         except Problem as problem:
             results[index] = {"error": {"status": problem.status, "errors": problem.errors or []}}
     accepted = await _publish_messages(runtime_of(request).publisher, [e for _, e in events])
