@@ -207,3 +207,19 @@ async def test_a_search_never_runs_inside_another_tenants_transaction(app_pool: 
     async with tenant_transaction(app_pool, str(uuid.uuid4())) as conn:
         with pytest.raises(asyncpg.RaiseError, match="another tenant"):
             await conn.fetchval(search, uuid.UUID(corpus), "shanghai")
+
+
+async def test_an_empty_first_page_means_the_phrase_matches_nothing(app_pool: Pool, corpus: str) -> None:
+    """What the phrase fallback relies on to skip its probe on page one (recall.api._ranked): when the first
+    page of a query is empty, the one-candidate probe (`_any_hit`) finds nothing either."""
+    store, empty = ReadStore(app_pool), 0
+    phrases = [case.query for case in CASES] + [" ".join(reversed(case.query.split())) for case in CASES]
+    for text in [f'"{phrase}"' for phrase in phrases]:
+        built = build_query(text)
+        if built is None:
+            continue
+        for candidates in (100, 1000):
+            if not await store.search_messages(corpus, Scope(None, None), built, Page(10, 0, candidates)):
+                empty += 1
+                assert not await store.search_messages(corpus, Scope(None, None), built, Page(1, 0, 1)), text
+    assert empty >= 4  # reversed phrases that match nothing are among them

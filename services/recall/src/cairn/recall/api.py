@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from cairn.platform.auth import Tenant
 from cairn.platform.runtime import runtime_of, settings_of
-from cairn.recall.queries import Page, ReadStore, Scope
+from cairn.recall.queries import MessageHit, Page, ReadStore, Scope
 from cairn.recall.settings import RecallSettings
 from cairn.text import SearchQuery, build_query, snippet, without_phrases
 
@@ -79,6 +79,21 @@ async def _any_hit(store: ReadStore, tenant: str, scope: Scope, query: SearchQue
     return bool(await store.search_messages(tenant, scope, query, Page(1, 0, 1)))
 
 
+async def _ranked(
+    store: ReadStore, tenant: str, scope: Scope, text: str, query: SearchQuery, page: Page
+) -> tuple[SearchQuery, list[MessageHit]]:
+    """The page's hits and the query they answer: quoted phrases that match nothing anywhere fall back to
+    their words (every page alike). An empty first page already says that nothing matches (its candidates
+    are every match up to the cap, at least one if there is one), so only a later page asks again."""
+    rows = await store.search_messages(tenant, scope, query, page)
+    if rows:
+        return query, rows
+    relaxed = build_query(without_phrases(text))
+    if relaxed is None or relaxed == query or (page.offset > 0 and await _any_hit(store, tenant, scope, query)):
+        return query, rows
+    return relaxed, await store.search_messages(tenant, scope, relaxed, page)
+
+
 async def _scope(store: ReadStore, tenant: str, body: SessionSearch) -> Scope:
     """What the caller may see; without a caller session, self and tree see what the agent sees."""
     caller, agent = body.caller_session_key, body.agent_id
@@ -109,11 +124,7 @@ async def search_sessions(body: SessionSearch, tenant: Tenant, request: Request)
         return SessionSearchResult(results=[], truncated=False, indexing=indexing)
     scope = await _scope(store, tenant, body)
     page = Page(body.limit, body.offset, settings.search_candidates)
-    rows = await store.search_messages(tenant, scope, query, page)
-    relaxed = build_query(without_phrases(body.query))
-    if not rows and relaxed is not None and relaxed != query and not await _any_hit(store, tenant, scope, query):
-        # quoted phrases that match nothing anywhere fall back to their words (every page alike)
-        query, rows = relaxed, await store.search_messages(tenant, scope, relaxed, page)
+    query, rows = await _ranked(store, tenant, scope, body.query, query, page)
     hits = [
         SessionHit(
             session_key=r.session_key,
