@@ -4,7 +4,7 @@ import uuid
 
 import pytest
 
-from cairn.platform.consumer import MARK_PROCESSED, _literal, _uuids
+from cairn.platform.consumer import MARK_PROCESSED, MARK_PROCESSED_OF, _literal, _names, _uuids
 
 
 def test_uuids_become_the_inside_of_an_array_literal() -> None:
@@ -25,3 +25,15 @@ def test_anything_but_uuid_text_is_refused(ids: list[str]) -> None:
 def test_the_consumer_name_is_quoted() -> None:
     sql = MARK_PROCESSED.format(consumer=_literal("it's"), events="", tenants="")
     assert "SELECT 'it''s', event_id" in sql
+
+
+def test_a_merged_projection_s_names_become_the_inside_of_an_array_literal_each_quoted() -> None:
+    assert _names(["indexer", "memory-index", "indexer"]) == '"indexer","memory-index","indexer"'
+    sql = MARK_PROCESSED_OF.format(consumers=_names(["a-b"]), events=_uuids([str(uuid.UUID(int=1))]), tenants="")
+    assert """unnest('{"a-b"}'::text[], '{00000000-0000-0000-0000-000000000001}'::uuid[]""" in sql
+
+
+@pytest.mark.parametrize("name", ["it's", 'a"b', "a,b", "a}", "", "a b"])
+def test_a_projection_name_that_could_leave_its_literal_is_refused(name: str) -> None:
+    with pytest.raises(ValueError, match="not a list of projection names"):
+        _names(["indexer", name])

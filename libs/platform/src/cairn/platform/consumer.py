@@ -37,7 +37,9 @@ from cairn.platform.pull import Delivery, PullConsumer, give_back
 from cairn.platform.settings import NatsSettings
 from cairn.platform.telemetry import handed_on, recording
 
-__all__ = ["BatchHandlers", "Delivery", "Handler", "PerEvent", "PoisonEvent", "Projection", "SharedDecoding", "Unit"]
+__all__ = [
+    "BatchHandlers", "Delivery", "Handler", "Part", "PerEvent", "PoisonEvent", "Projection", "SharedDecoding", "Unit",
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 _tracer = trace.get_tracer("cairn.consumer")
@@ -66,6 +68,20 @@ INSERT INTO cairn.outbox (consumer, causation_id, seq, tenant_id, event)
 SELECT $1, causation_id, seq, tenant_id, event
 FROM unnest($2::uuid[], $3::int[], $4::uuid[], $5::text[]) AS o(causation_id, seq, tenant_id, event)
 """
+# The same for a projection that feeds several (`Projection.merged`): each event is recorded under the name of each
+# projection that handles it, as that projection alone would record it. Names are quoted by `_names`.
+MARK_PROCESSED_OF = """
+INSERT INTO cairn.processed_events (consumer, event_id, tenant_id)
+SELECT consumer, event_id, tenant_id
+FROM unnest('{{{consumers}}}'::text[], '{{{events}}}'::uuid[], '{{{tenants}}}'::uuid[])
+    AS e(consumer, event_id, tenant_id)
+ON CONFLICT DO NOTHING
+"""
+NEWLY_PROCESSED_OF = """
+SELECT consumer, event_id FROM cairn.processed_events
+WHERE consumer = ANY($1::text[]) AND event_id = ANY($2::uuid[]) AND xmin = pg_current_xact_id()::xid
+"""
+_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 LOAD_OUTBOX = """
 SELECT causation_id, event FROM cairn.outbox WHERE consumer = $1 AND causation_id = ANY($2::uuid[])
 ORDER BY causation_id, seq
@@ -123,6 +139,15 @@ class PoisonEvent(Exception):
 
 
 @dataclass(frozen=True)
+class Part:
+    """One projection fed by a consumer that feeds several (`Projection.merged`): its `name` is what it records its
+    applied events and its outbox under, the name its own consumer had."""
+
+    name: str
+    handlers: BatchHandlers
+
+
+@dataclass(frozen=True)
 class _Work:
     raw: Msg
     delivery: Delivery
@@ -177,10 +202,39 @@ class Projection(PullConsumer):
     ) -> None:
         """`decode`: a `SharedDecoding` when another projection of the process reads the same messages."""
         super().__init__(consumer, stream, publisher.js, settings, filter_subject)
-        self._handlers = PerEvent(handlers) if isinstance(handlers, Mapping) else handlers
+        one = PerEvent(handlers) if isinstance(handlers, Mapping) else handlers
+        self._parts: tuple[Part, ...] = (Part(consumer, one),)
         self._decode_event = decode
         self._pool, self._publisher = pool, publisher
         self._across: bool | None = None
+
+    @classmethod
+    def merged(
+        cls,
+        consumer: str,
+        stream: str,
+        parts: Sequence[Part],
+        pool: "asyncpg.Pool[asyncpg.Record]",
+        publisher: EventPublisher,
+        settings: NatsSettings,
+        replaces: Sequence[str] = (),
+    ) -> "Projection":
+        """One consumer of `stream` feeding several projections: one fetch, one transaction and one ack per batch
+        for all of them. Each part records the events it applied under its own name, as its own consumer did, so an
+        event one part applied before (through its old consumer, or in a batch that was redelivered) is skipped by
+        that part and still applied by the others. `replaces`: the parts' old durable consumers of `stream`; when
+        this one is first created it starts at the oldest event one of them has not acked, and they are deleted."""
+        if not parts:
+            raise ValueError("a merged projection needs at least one part")
+        projection = cls(consumer, stream, parts[0].handlers, pool, publisher, settings)
+        projection._parts = tuple(parts)
+        projection.replaces = tuple(replaces)
+        return projection
+
+    @property
+    def recording_names(self) -> tuple[str, ...]:
+        """The names it records applied events (and outbox rows) under: its own, or each part's when merged."""
+        return tuple(part.name for part in self._parts)
 
     async def process_batch(self, messages: Sequence[Msg]) -> None:
         """In stream order per tenant: events of one session must be applied in order, so when an event has
@@ -214,7 +268,8 @@ class Projection(PullConsumer):
     async def _across_tenants(self) -> bool:
         """Whether batches go in one transaction: handlers that allow it, on a pool whose role may (asked once)."""
         if self._across is None:
-            self._across = self._handlers.across_tenants and await is_projector(self._pool)
+            across = all(part.handlers.across_tenants for part in self._parts)
+            self._across = across and await is_projector(self._pool)
         return self._across
 
     async def _decode(self, raw: Msg) -> _Work | None:
@@ -224,7 +279,7 @@ class Projection(PullConsumer):
         except ValidationError as error:
             await self.dead_letter(raw, f"undecodable event: {error}")
             return None
-        if not self._handlers.handles(event):
+        if not any(part.handlers.handles(event) for part in self._parts):
             await raw.ack()
             return None
         return _Work(raw, delivery, event)
@@ -246,48 +301,80 @@ class Projection(PullConsumer):
         return True
 
     async def _apply(self, group: Sequence[_Work]) -> list[Outgoing]:
-        """Apply events in one transaction; returns what to publish, in stream order."""
-        ids = [item.event.event_id for item in group]
+        """Apply events in one transaction, for each part that handles them and has not applied them before;
+        returns what to publish, in stream order (an event's by part, in the parts' order)."""
         tenants = {item.event.tenant_id for item in group}
+        emitted: dict[str, dict[str, list[Outgoing]]] = {}  # part → event id → what it emitted now
+        firsts: dict[str, dict[str, _Work]] = {}  # part → event id → the event's first occurrence, when new
+        stored: dict[str, dict[str, list[Event]]] = {}  # part → event id → what it emitted the first time
         async with opening_with(self._pool, tenants, self._mark_processed(group)) as (conn, marked):
-            new = await self._newly_processed(conn, ids, marked)
-            first: dict[str, _Work] = {}
-            for item in group:
-                if item.event.event_id in new:
-                    first.setdefault(item.event.event_id, item)
-            emitted = await self._handle(conn, list(first.values()))
-            await self._save_outbox(conn, first, emitted)
-            stored = await self._load_outbox(conn, [i for i in ids if i not in new])
+            new = await self._newly_processed(conn, group, marked)
+            for part in self._parts:
+                ids = [item.event.event_id for item in group if part.handlers.handles(item.event)]
+                first: dict[str, _Work] = {}
+                for item in group:
+                    if item.event.event_id in new[part.name] and part.handlers.handles(item.event):
+                        first.setdefault(item.event.event_id, item)
+                firsts[part.name] = first
+                emitted[part.name] = await self._handle(conn, part.handlers, list(first.values()))
+                await self._save_outbox(conn, part.name, first, emitted[part.name])
+                seen = [i for i in ids if i not in new[part.name]]
+                stored[part.name] = await self._load_outbox(conn, part.name, seen)
         outgoing: list[Outgoing] = []
         for item in group:
             event_id = item.event.event_id
-            if first.get(event_id) is item:
-                outgoing += emitted[event_id]
-                continue
-            # seen before, here or in an earlier transaction: only re-publish what it emitted the first time
-            again = [o.event for o in emitted[event_id]] if event_id in emitted else stored.get(event_id, [])
-            with self._span(item, recording()) as headers:
-                outgoing += [Outgoing(event, headers()) for event in again]
+            for part in self._parts:
+                if not part.handlers.handles(item.event):
+                    continue
+                now = emitted[part.name]
+                if firsts[part.name].get(event_id) is item:
+                    outgoing += now[event_id]
+                    continue
+                # seen before, here or in an earlier transaction: only re-publish what it emitted the first time
+                again = [o.event for o in now[event_id]] if event_id in now else stored[part.name].get(event_id, [])
+                if again:
+                    with self._span(item, recording()) as headers:
+                        outgoing += [Outgoing(event, headers()) for event in again]
         return outgoing
 
     def _mark_processed(self, group: Sequence[_Work]) -> str:
-        events, tenants = _uuids(i.event.event_id for i in group), _uuids(i.event.tenant_id for i in group)
-        return MARK_PROCESSED.format(consumer=_literal(self.consumer), events=events, tenants=tenants)
+        if len(self._parts) == 1:
+            events, tenants = _uuids(i.event.event_id for i in group), _uuids(i.event.tenant_id for i in group)
+            return MARK_PROCESSED.format(consumer=_literal(self.consumer), events=events, tenants=tenants)
+        marks = [(part.name, item.event) for item in group for part in self._parts if part.handlers.handles(item.event)]
+        return MARK_PROCESSED_OF.format(
+            consumers=_names(name for name, _ in marks),
+            events=_uuids(event.event_id for _, event in marks),
+            tenants=_uuids(event.tenant_id for _, event in marks),
+        )
 
-    async def _newly_processed(self, conn: Connection, ids: Sequence[str], marked: str) -> set[str]:
-        """The ids `_mark_processed` recorded (its status "INSERT 0 <new rows>"); the rest were processed before.
-        Usually all or none are new, which the count tells; otherwise one more statement finds them."""
-        distinct, inserted = set(ids), int(marked.rsplit(" ", 1)[1])
-        if inserted in (0, len(distinct)):
-            return distinct if inserted else set()
-        rows = await conn.fetch(NEWLY_PROCESSED, self.consumer, list(distinct))
-        recorded = {str(row["event_id"]) for row in rows}
-        return {i for i in distinct if str(uuid.UUID(i)) in recorded}
+    async def _newly_processed(self, conn: Connection, group: Sequence[_Work], marked: str) -> dict[str, set[str]]:
+        """For each part, the ids `_mark_processed` recorded (its status "INSERT 0 <new rows>"); the rest were
+        processed before. Usually all or none are new, which the count tells; otherwise one more statement finds
+        them."""
+        handled = {p.name: {i.event.event_id for i in group if p.handlers.handles(i.event)} for p in self._parts}
+        inserted = int(marked.rsplit(" ", 1)[1])
+        if inserted == 0:
+            return {name: set() for name in handled}
+        if inserted == sum(len(ids) for ids in handled.values()):
+            return handled
+        distinct = list({i for ids in handled.values() for i in ids})
+        if len(self._parts) == 1:
+            rows = await conn.fetch(NEWLY_PROCESSED, self.consumer, distinct)
+            recorded = {(self.consumer, str(row["event_id"])) for row in rows}
+        else:
+            rows = await conn.fetch(NEWLY_PROCESSED_OF, list(handled), distinct)
+            recorded = {(row["consumer"], str(row["event_id"])) for row in rows}
+        return {name: {i for i in ids if (name, str(uuid.UUID(i))) in recorded} for name, ids in handled.items()}
 
-    async def _handle(self, conn: Connection, items: Sequence[_Work]) -> dict[str, list[Outgoing]]:
+    async def _handle(
+        self, conn: Connection, handlers: BatchHandlers, items: Sequence[_Work]
+    ) -> dict[str, list[Outgoing]]:
         """Run the handlers over the new events; each emitted event carries the trace context of its cause."""
-        unit = self._handlers.begin(conn, [item.event for item in items])
         emitted: dict[str, list[Outgoing]] = {}
+        if not items and len(self._parts) > 1:
+            return emitted  # this part has applied them all before: nothing to begin
+        unit = handlers.begin(conn, [item.event for item in items])
         recorded = recording()
         for item in items:
             with self._span(item, recorded) as headers:
@@ -312,18 +399,18 @@ class Projection(PullConsumer):
             yield self._publisher.trace_headers
 
     async def _save_outbox(
-        self, conn: Connection, causes: Mapping[str, _Work], emitted: Mapping[str, list[Outgoing]]
+        self, conn: Connection, part: str, causes: Mapping[str, _Work], emitted: Mapping[str, list[Outgoing]]
     ) -> None:
         """Each event stored as the bytes that will be published (encoded once)."""
         rows = [(cause, seq, causes[cause].event.tenant_id, o.data.decode())
                 for cause, outs in emitted.items() for seq, o in enumerate(outs)]  # fmt: skip
         if rows:
-            await conn.execute(SAVE_OUTBOX, self.consumer, *(list(column) for column in zip(*rows, strict=True)))
+            await conn.execute(SAVE_OUTBOX, part, *(list(column) for column in zip(*rows, strict=True)))
 
-    async def _load_outbox(self, conn: Connection, causes: Sequence[str]) -> dict[str, list[Event]]:
+    async def _load_outbox(self, conn: Connection, part: str, causes: Sequence[str]) -> dict[str, list[Event]]:
         stored: dict[str, list[Event]] = {}
         if causes:
-            for row in await conn.fetch(LOAD_OUTBOX, self.consumer, list(set(causes))):
+            for row in await conn.fetch(LOAD_OUTBOX, part, list(set(causes))):
                 stored.setdefault(str(row["causation_id"]), []).append(event_adapter.validate_json(row["event"]))
         return stored
 
@@ -355,6 +442,14 @@ def _uuids(ids: Iterable[str]) -> str:
     if not _UUID_LIST.fullmatch(listed):
         raise ValueError(f"not a list of UUIDs: {listed[:200]!r}")
     return listed
+
+
+def _names(names: Iterable[str]) -> str:
+    """Projection names as the inside of an array literal, each quoted; only letters, digits, '_', '.' and '-'."""
+    listed = list(names)
+    if not all(_NAME.fullmatch(name) for name in listed):
+        raise ValueError(f"not a list of projection names: {listed[:5]!r}")
+    return ",".join(f'"{name}"' for name in listed)
 
 
 def _literal(text: str) -> str:

@@ -19,7 +19,7 @@ import nats.js.errors
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
-from nats.js.api import ConsumerConfig, Header, StatusCode
+from nats.js.api import ConsumerConfig, DeliverPolicy, Header, StatusCode
 
 from cairn.events import DEAD_LETTER_STREAM, dead_letter_subject
 from cairn.platform.settings import NatsSettings
@@ -156,7 +156,14 @@ async def give_back(messages: Sequence[Msg], delay: float | None = None) -> None
 
 
 class PullConsumer:
-    """Subclasses say what a batch means; this class fetches, dead-letters and survives outages."""
+    """Subclasses say what a batch means; this class fetches, dead-letters and survives outages.
+
+    `replaces`: durable consumers of the same stream that this one takes over from (an older release read the
+    stream through them). Created, this one starts at the oldest message one of them has not acked, so nothing any
+    of them still owed is skipped (what they acked past that point comes again: the subclass must recognise it);
+    then they are deleted. A restart between the two finds this one and only deletes them."""
+
+    replaces: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -225,17 +232,44 @@ class PullConsumer:
             before = tuple(config.filter_subjects or ()) or tuple(filter(None, [config.filter_subject]))
             if sorted(before) != sorted(subjects):
                 log.warning("%s now reads %s instead of %s", self.consumer, list(subjects), list(before))
+            policy, start = config.deliver_policy, config.opt_start_seq  # JetStream refuses to change them
+        else:
+            start = await self._oldest_unacked_of_replaced()
+            policy = DeliverPolicy.ALL if start is None else DeliverPolicy.BY_START_SEQUENCE
         one = subjects[0] if len(subjects) == 1 else None
         wanted = ConsumerConfig(
             name=self.consumer,
             durable_name=self.consumer,
+            deliver_policy=policy,
+            opt_start_seq=start,
             ack_wait=self._settings.ack_wait_s,
             max_deliver=-1,
             filter_subject=one,
             filter_subjects=list(subjects) if len(subjects) > 1 else None,
         )
         await self._js.add_consumer(self.stream, wanted)
+        for old in self.replaces:  # only once this one holds the position they kept
+            try:
+                await self._js.delete_consumer(self.stream, old)
+            except nats.js.errors.NotFoundError:
+                continue
+            log.warning("%s replaces consumer %s of %s, deleted", self.consumer, old, self.stream)
         return await self._js.pull_subscribe_bind(durable=self.consumer, stream=self.stream)
+
+    async def _oldest_unacked_of_replaced(self) -> int | None:
+        """The stream sequence after the lowest ack floor of the consumers this one replaces; None when none is
+        left (a new installation: the whole stream)."""
+        floors = []
+        for old in self.replaces:
+            try:
+                info = await self._js.consumer_info(self.stream, old)
+            except nats.js.errors.NotFoundError:
+                continue
+            floors.append(info.ack_floor.stream_seq or 0 if info.ack_floor else 0)
+        if not floors:
+            return None
+        log.warning("%s takes over from %s at stream sequence %d", self.consumer, list(self.replaces), min(floors) + 1)
+        return min(floors) + 1
 
     async def _let_strays_expire(self) -> None:
         """Messages a crashed holder fetched but never acked come back only after `ack_wait`, and before

@@ -27,9 +27,10 @@ BATCH = 5000  # records per statement: a short transaction, however large the ba
 
 
 def recording_consumers(consumers: Sequence[Consumer]) -> list[str]:
-    """The names under which these consumers record processed events: projections, partitioned or not."""
+    """The names under which these consumers record processed events: projections, partitioned or not, and each
+    projection a merged consumer feeds (`Projection.merged`: its parts record under their own names); each once."""
     members = [m for c in consumers for m in (c.partition_consumers() if isinstance(c, PartitionedConsumers) else [c])]
-    return [m.consumer for m in members if isinstance(m, Projection)]
+    return list(dict.fromkeys(name for m in members if isinstance(m, Projection) for name in m.recording_names))
 
 
 async def sweep_processed(
