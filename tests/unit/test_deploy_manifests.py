@@ -48,6 +48,8 @@ CNPG_CLUSTER = K8S / "values" / "cnpg-cluster.yaml"
 SERVICES = {"ingest": 8081, "session": 8082, "indexer": 8083, "recall": 8084, "consolidation": 8085}
 HPA_SCALED = {"ingest", "recall"}
 KEDA_SCALED = {"indexer", "consolidation"}
+# the consumer of CAIRN_SESSION each scaled deployment runs (the indexer's is INDEXER_CONSUMER, cairn.events)
+SESSION_STREAM_CONSUMERS = {"indexer": "indexer-transcripts", "consolidation": "consolidation"}
 BUILDS = ("base", "overlays/dev", "overlays/prod")
 # An older still-common release and the newest schema set kubernetes-validate bundles.
 K8S_VERSIONS = ("1.33", kubernetes_validate.latest_version())
@@ -670,6 +672,9 @@ def streams_declared_in_code() -> set[str]:
 
 @pytest.mark.parametrize("which", BUILDS)
 def test_keda_scales_indexer_and_consolidation_on_consumer_lag(which: str) -> None:
+    from cairn.events import INDEXER_CONSUMER
+
+    assert SESSION_STREAM_CONSUMERS["indexer"] == INDEXER_CONSUMER
     objects = build(which)
     deployments = by_kind(objects, "Deployment")
     scaled = by_kind(objects, "ScaledObject")
@@ -687,7 +692,7 @@ def test_keda_scales_indexer_and_consolidation_on_consumer_lag(which: str) -> No
         assert trigger["type"] == "nats-jetstream"
         assert meta["stream"] == "CAIRN_SESSION"
         assert meta["stream"] in streams_declared_in_code()
-        assert meta["consumer"] == target
+        assert meta["consumer"] == SESSION_STREAM_CONSUMERS[target]
         assert meta["account"] == "$G"
         assert meta["natsServerMonitoringEndpoint"] == f"{nats_host}:8222"
         assert int(meta["lagThreshold"]) > 0

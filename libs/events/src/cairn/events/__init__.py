@@ -27,6 +27,7 @@ from cairn.events.streams import (
     DEAD_LETTER_STREAM,
     INBOX_STREAM,
     INDEX_STREAM,
+    INDEXER_CONSUMER,
     INGEST_STREAM,
     MEMORY_STREAM,
     RECALL_STREAM,
@@ -43,6 +44,7 @@ from cairn.events.streams import (
 __all__ = [
     "DEAD_LETTER_STREAM",
     "INBOX_STREAM",
+    "INDEXER_CONSUMER",
     "INDEX_STREAM",
     "INGEST_STREAM",
     "MEMORY_STREAM",

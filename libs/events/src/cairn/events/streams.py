@@ -17,6 +17,9 @@ DEAD_LETTER_STREAM = "CAIRN_DEAD_LETTER"
 # The session service's durable consumer of CAIRN_INGEST: ingest watches its progress before it answers
 # 404 for a session that may only be on its way (read-your-writes on the command side).
 SESSION_CONSUMER = "session"
+# The indexer's one durable consumer of CAIRN_SESSION, feeding both its projections (the full-text index and the
+# memory index's transcript side); KEDA scales the indexer on its lag and `cairn bench load` waits for it.
+INDEXER_CONSUMER = "indexer-transcripts"
 
 
 @dataclass(frozen=True)

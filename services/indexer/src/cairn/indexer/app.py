@@ -4,17 +4,18 @@ from collections.abc import Mapping
 
 from fastapi import FastAPI
 
-from cairn.events import INGEST_STREAM, MEMORY_STREAM, SESSION_STREAM
+from cairn.events import INDEXER_CONSUMER, INGEST_STREAM, MEMORY_STREAM, SESSION_STREAM
 from cairn.indexer.handlers import IndexerProjection
 from cairn.indexer.memory_handlers import CONSUMER, MemoryTranscripts, build_memory_handlers
 from cairn.indexer.memory_worker import MemoryWorker
 from cairn.indexer.settings import IndexerSettings
 from cairn.memindex import LocalEmbedder, MemoryIndex, create_embedder
-from cairn.platform.consumer import BatchHandlers, Handler, Projection, SharedDecoding
+from cairn.platform.consumer import BatchHandlers, Handler, Part, Projection
 from cairn.platform.pull import Consumer
 from cairn.platform.runtime import Runtime, create_service_app, serve
 
 AGENT_CONFIGURED = "cairn.*.*.agent.configured.*"  # the ingest stream's subjects carry a partition token
+SEARCH = "indexer"  # the full-text projection's name: its processed records (and its consumer's, before the merge)
 
 
 def create_app(settings: IndexerSettings) -> FastAPI:
@@ -31,17 +32,14 @@ def create_app(settings: IndexerSettings) -> FastAPI:
         ) -> Projection:
             return Projection(name, stream, handlers, runtime.pool, runtime.publisher, settings.nats, only)
 
-        # both projections of the session stream read every transcript event: each is decoded once
-        transcripts = SharedDecoding()
-
-        def of_transcripts(name: str, handlers: BatchHandlers) -> Projection:
-            return Projection(name, SESSION_STREAM, handlers, runtime.pool, runtime.publisher, settings.nats,
-                              decode=transcripts)  # fmt: skip
-
+        # both projections of the session stream read every transcript event: one fetch, decode, transaction and
+        # ack feeds both; each records what it applied under its own name, so the hand-over from their two old
+        # consumers (at different positions) re-reads from the older one's and each skips what it applied
+        parts = [Part(SEARCH, IndexerProjection()), Part(CONSUMER, MemoryTranscripts(index))]
+        transcripts = Projection.merged(INDEXER_CONSUMER, SESSION_STREAM, parts, runtime.pool, runtime.publisher,
+                                        settings.nats, replaces=[part.name for part in parts])  # fmt: skip
         return [
-            of_transcripts("indexer", IndexerProjection()),
-            # every transcript event of every tenant: a fetched batch in one transaction (migration 0025)
-            of_transcripts(CONSUMER, MemoryTranscripts(index)),
+            transcripts,
             projection(CONSUMER, MEMORY_STREAM, memory),
             projection(CONSUMER, INGEST_STREAM, memory, AGENT_CONFIGURED),
             MemoryWorker(runtime.pool, index),
