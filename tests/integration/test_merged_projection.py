@@ -14,7 +14,7 @@ import nats.js.errors
 import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
-from nats.js.api import DeliverPolicy
+from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from cairn.events import DEAD_LETTER_STREAM, RECALL_STREAM, dead_letter_subject
 from cairn.local import LocalStack
@@ -221,3 +221,37 @@ async def _rows_of(pool: Pool, table: str, tenants: Sequence[str]) -> list[tuple
     for tenant in tenants:
         found += await rows(pool, table, tenant)
     return found
+
+
+async def test_a_replica_that_took_over_first_wins_and_the_other_takes_its_consumer_as_it_stands(
+    nats_client: Client, tables: dict[str, str], app_pool: Pool
+) -> None:
+    """Two replicas of a new release start together: both find no merged consumer, and the one that creates it
+    second (from another start, the old consumers having moved or gone) takes the first one's instead of failing."""
+    js, tenant, agent = nats_client.jetstream(), str(uuid.uuid4()), f"a{uuid.uuid4().hex[:8]}"
+    publisher = EventPublisher(js)
+    seqs = [(await publisher.publish(recall_of(tenant, agent))).seq for _ in range(3)]
+    consumer, old = f"merged-{uuid.uuid4().hex[:8]}", f"old-{uuid.uuid4().hex[:8]}"
+    await js.add_consumer(RECALL_STREAM, ConsumerConfig(name=old, durable_name=old, max_deliver=-1,
+                                                       deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
+                                                       opt_start_seq=seqs[1]))  # fmt: skip
+
+    class Second(Projection):
+        async def _oldest_unacked_of_replaced(self) -> int | None:
+            first = ConsumerConfig(name=consumer, durable_name=consumer, max_deliver=-1, ack_wait=BATCHED.ack_wait_s,
+                                   deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=seqs[0])  # fmt: skip
+            await js.add_consumer(RECALL_STREAM, first)  # the other replica, between the look and the creation
+            return await super()._oldest_unacked_of_replaced()  # seqs[1]: another start
+
+    recorders = {part: BatchRecorder(tables[part], {tenant}) for part in PARTS}
+    parts = [Part(f"p-{part}-{uuid.uuid4().hex[:6]}", recorders[part]) for part in PARTS]
+    second = Second(consumer, RECALL_STREAM, parts[0].handlers, app_pool, publisher, BATCHED)
+    second._parts, second.replaces = tuple(parts), (old,)
+    async with kept(second):
+        assert await eventually(lambda: settled(js, second, seqs[-1]))
+        info = await js.consumer_info(RECALL_STREAM, consumer)
+    await js.delete_consumer(RECALL_STREAM, consumer)
+    assert info.config.opt_start_seq == seqs[0], "the first replica's consumer, as it stands"
+    assert not await exists(js, old)
+    for part in PARTS:
+        assert len(await rows(app_pool, tables[part], tenant)) == 3

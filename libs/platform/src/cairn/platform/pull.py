@@ -221,7 +221,24 @@ class PullConsumer:
         JetStream keeps a durable consumer's filter from when it was created, so a release that reads
         one more subject would never be delivered that subject's events. Creating a consumer that exists
         updates its filter and `ack_wait` in place; it keeps its position, so a newly read subject's
-        events from before that position are not replayed."""
+        events from before that position are not replayed. A replica that created it meanwhile (from another
+        start: a hand-over) makes the creation fail; it is then brought to this configuration as it stands."""
+        try:
+            await self._js.add_consumer(self.stream, await self._wanted())
+        except nats.js.errors.APIError as error:  # "start sequence can not be updated" is a 500 (err_code 10012)
+            log.warning("%s was created meanwhile, taking it as it stands: %s", self.consumer, error)
+            await self._js.add_consumer(self.stream, await self._wanted())
+        for old in self.replaces:  # only once this one holds the position they kept
+            try:
+                await self._js.delete_consumer(self.stream, old)
+            except nats.js.errors.NotFoundError:
+                continue
+            log.warning("%s replaces consumer %s of %s, deleted", self.consumer, old, self.stream)
+        return await self._js.pull_subscribe_bind(durable=self.consumer, stream=self.stream)
+
+    async def _wanted(self) -> ConsumerConfig:
+        """This code's configuration of the consumer; an existing one's deliver policy and start are kept
+        (JetStream refuses to change them), a new one starts where the consumers it replaces stopped."""
         subjects = self.subjects()
         try:
             existing = await self._js.consumer_info(self.stream, self.consumer)
@@ -232,12 +249,12 @@ class PullConsumer:
             before = tuple(config.filter_subjects or ()) or tuple(filter(None, [config.filter_subject]))
             if sorted(before) != sorted(subjects):
                 log.warning("%s now reads %s instead of %s", self.consumer, list(subjects), list(before))
-            policy, start = config.deliver_policy, config.opt_start_seq  # JetStream refuses to change them
+            policy, start = config.deliver_policy, config.opt_start_seq
         else:
             start = await self._oldest_unacked_of_replaced()
             policy = DeliverPolicy.ALL if start is None else DeliverPolicy.BY_START_SEQUENCE
         one = subjects[0] if len(subjects) == 1 else None
-        wanted = ConsumerConfig(
+        return ConsumerConfig(
             name=self.consumer,
             durable_name=self.consumer,
             deliver_policy=policy,
@@ -247,14 +264,6 @@ class PullConsumer:
             filter_subject=one,
             filter_subjects=list(subjects) if len(subjects) > 1 else None,
         )
-        await self._js.add_consumer(self.stream, wanted)
-        for old in self.replaces:  # only once this one holds the position they kept
-            try:
-                await self._js.delete_consumer(self.stream, old)
-            except nats.js.errors.NotFoundError:
-                continue
-            log.warning("%s replaces consumer %s of %s, deleted", self.consumer, old, self.stream)
-        return await self._js.pull_subscribe_bind(durable=self.consumer, stream=self.stream)
 
     async def _oldest_unacked_of_replaced(self) -> int | None:
         """The stream sequence after the lowest ack floor of the consumers this one replaces; None when none is
