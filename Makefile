@@ -59,7 +59,7 @@ bench: install ## benchmarks against the running stack (`make up` first): ingest
 bench-retrieval: install ## retrieval quality on the shared datasets (`make up` first): runs in bench-results/, scored by evaluate.py
 	@mkdir -p bench-results
 	@for d in locomo memorybank-cn memorybank-en; do \
-	  $(UV) run --frozen cairn bench retrieval --data ../shared/datasets/$$d --out bench-results/run-$$d-$(or $(MODE),sessions).jsonl --mode $(or $(MODE),sessions) || exit 1; \
+	  $(UV) run --frozen cairn bench retrieval --data ../shared/datasets/$$d --out bench-results/run-$$d-$(or $(MODE),sessions).jsonl --mode $(or $(MODE),sessions) --index-timeout $(or $(INDEX_TIMEOUT),600) || exit 1; \
 	  for level in turn session; do python3 ../shared/eval/evaluate.py ../shared/datasets/$$d bench-results/run-$$d-$(or $(MODE),sessions).jsonl --level $$level; done; \
 	done
 

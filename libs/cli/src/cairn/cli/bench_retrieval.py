@@ -208,7 +208,9 @@ def _rank(mode: str, recall: httpx.Client, agent_id: str, question: str, resolve
     return memory if mode == "memory" else memory_then_sessions(memory, _sessions_ranking(recall, agent_id, question))
 
 
-def run_retrieval(endpoints: dict[str, str], data: Path, out: Path, mode: str) -> RetrievalResult:
+def run_retrieval(
+    endpoints: dict[str, str], data: Path, out: Path, mode: str, index_timeout_s: float = 600
+) -> RetrievalResult:
     corpus = _jsonl(data / "corpus.jsonl")
     questions = _jsonl(data / "questions.jsonl")
     by_conversation: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -222,13 +224,13 @@ def run_retrieval(endpoints: dict[str, str], data: Path, out: Path, mode: str) -
         _progress("ingest (conversations)", done, len(by_conversation), started)
     ingested = time.perf_counter()
     for conversation in conversations.values():
-        _wait_indexed(endpoints["CAIRN_RECALL_URL"], conversation)
+        _wait_indexed(endpoints["CAIRN_RECALL_URL"], conversation, index_timeout_s)
     indexed = time.perf_counter()
     print(f"ingested {len(corpus)} messages in {ingested - started:.1f}s; indexed after {indexed - ingested:.1f}s more")
     resolvers: dict[str, dict[str, str]] = {conv_id: {} for conv_id in conversations}
     if mode != "sessions":
         for conv_id, conversation in conversations.items():
-            _wait_memory_indexed(endpoints["CAIRN_RECALL_URL"], conversation)
+            _wait_memory_indexed(endpoints["CAIRN_RECALL_URL"], conversation, index_timeout_s)
             resolvers[conv_id] = _resolver(endpoints["CAIRN_RECALL_URL"], conversation)
         indexed = time.perf_counter()
 

@@ -126,6 +126,10 @@ def _parser() -> argparse.ArgumentParser:
     retrieval.add_argument("--data", type=Path, required=True, help="a dataset folder (corpus.jsonl, questions.jsonl)")
     retrieval.add_argument("--out", type=Path, required=True, help="the run file (JSONL) for evaluate.py")
     retrieval.add_argument("--mode", choices=MODES, default="sessions")
+    retrieval.add_argument(
+        "--index-timeout", type=float, default=600.0,
+        help="seconds to wait for each conversation to be indexed (a slow embedding model needs more)",
+    )  # fmt: skip
     retrieval.add_argument("--endpoints", type=Path, default=Path(".cairn/endpoints.env"))
     load = kinds.add_parser(
         "load", help="multi-tenant traffic: throughput vs a raw baseline, index lag, search latency"
@@ -219,7 +223,7 @@ def _bench(args: argparse.Namespace) -> None:
     elif args.kind == "memindex":
         run_memindex_bench(args)
     elif args.kind == "retrieval":
-        scored = run_retrieval(read_endpoints(args.endpoints), args.data, args.out, args.mode)
+        scored = run_retrieval(read_endpoints(args.endpoints), args.data, args.out, args.mode, args.index_timeout)
         report_retrieval(scored, Path(f"bench-results/retrieval-{args.data.name}-{args.mode}.json"))
     elif args.kind == "load":
         loaded = asyncio.run(run_load(read_endpoints(args.endpoints), load_settings(args)))
