@@ -1,0 +1,81 @@
+"""`BatchedTranscripts` against a connection that records its statements: what a batch sends, no I/O.
+
+The rows and events a batch leaves are compared with the plain store's on Postgres in
+tests/integration/test_session_batch.py; these tests pin down how the values travel.
+"""
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from cairn.session.batched import FLUSH, OPEN_MANY, BatchedTranscripts, Opening
+from cairn.session.store import Entry
+
+TENANT = str(uuid.uuid4())
+SESSION = str(uuid.uuid4())
+KEY = "agent:main:main"
+AT = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+
+
+class RecordingConnection:
+    """Answers `session.open_many` with one existing session; records every statement and its arguments."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    async def fetch(self, query: str, *args: Any) -> list[dict[str, Any]]:
+        self.calls.append((query, args))
+        assert query == OPEN_MANY
+        return [{
+            "tenant_id": uuid.UUID(TENANT), "agent_id": "main", "session_key": KEY, "session_id": uuid.UUID(SESSION),
+            "created": False, "last_position": 4, "reset_index": 1, "window_tokens": 10, "window_bytes": 40,
+            "compaction_flagged": False, "compaction_cycle": 0, "context_window": None, "reset_policy": None,
+            "reset_by_type": None, "chat_type": "direct", "compaction": None, "last_activity_at": AT,
+            "channel": None, "external_id": None,
+        }]  # fmt: skip
+
+    async def execute(self, query: str, *args: Any) -> str:
+        self.calls.append((query, args))
+        return "UPDATE 1"
+
+
+def _message(text: str, external_id: str) -> Entry:
+    return Entry("message", "web", external_id, AT, AT, 7, "user", text, None, None, len(text) // 4, True)
+
+
+async def _batch_of_two() -> tuple[RecordingConnection, list[tuple[int, str]]]:
+    conn = RecordingConnection()
+    store = BatchedTranscripts(conn)
+    await store.prefetch([Opening(TENANT, "main", KEY, "direct", "web")], [(TENANT, "web", "a"), (TENANT, "web", "b")])
+    appended = []
+    for text, external_id in (("hello there", "a"), ("how are you", "b")):
+        session = await store.open_session(TENANT, "main", KEY, "direct", "web")
+        appended.append(await store.append(TENANT, session, _message(text, external_id)))
+    await store.flush()
+    return conn, appended
+
+
+async def test_ids_travel_as_text_and_message_ids_are_new_random_uuids() -> None:
+    """asyncpg's uuid codec takes text (parsed in C), so no uuid.UUID is built per value; message ids are v4."""
+    conn, appended = await _batch_of_two()
+    (open_many, opened), (flush, written) = conn.calls
+    assert (open_many, flush) == (OPEN_MANY, FLUSH)
+    assert (opened[0], opened[6]) == ([TENANT], [TENANT, TENANT])
+    assert all(isinstance(new_id, str) and uuid.UUID(new_id).version == 4 for new_id in opened[3])
+    tenants, sessions, positions, _, message_ids = written[:5]
+    assert (tenants, sessions, positions) == ([TENANT, TENANT], [SESSION, SESSION], [5, 6])
+    assert message_ids == [message_id for _, message_id in appended]
+    assert all(isinstance(m, str) and str(uuid.UUID(m)) == m and uuid.UUID(m).version == 4 for m in message_ids)
+    assert len(set(message_ids)) == 2
+    assert written[16:18] == ([TENANT], [SESSION])
+
+
+async def test_the_session_advances_by_each_message_it_appends() -> None:
+    """Each open after an append sees the window the append left; the flush writes the last state."""
+    conn, appended = await _batch_of_two()
+    assert [position for position, _ in appended] == [5, 6]
+    written = conn.calls[1][1]
+    last_position, reset_index, tokens, size, flagged, active, messages = written[18:]
+    assert (last_position, reset_index, flagged, active, messages) == ([6], [1], [False], [AT], [2])
+    assert tokens == [10 + len("hello there") // 4 + len("how are you") // 4]
+    assert size == [40 + len("hello there") + len("how are you")]
