@@ -8,8 +8,11 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
+from cairn.session import batched
 from cairn.session.batched import FLUSH, OPEN_MANY, BatchedTranscripts, Opening
-from cairn.session.store import Entry
+from cairn.session.store import Entry, SessionRow
 
 TENANT = str(uuid.uuid4())
 SESSION = str(uuid.uuid4())
@@ -20,15 +23,16 @@ AT = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 class RecordingConnection:
     """Answers `session.open_many` with one existing session; records every statement and its arguments."""
 
-    def __init__(self) -> None:
+    def __init__(self, created: bool = False) -> None:
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        self.created = created
 
     async def fetch(self, query: str, *args: Any) -> list[dict[str, Any]]:
         self.calls.append((query, args))
         assert query == OPEN_MANY
         return [{
             "tenant_id": uuid.UUID(TENANT), "agent_id": "main", "session_key": KEY, "session_id": uuid.UUID(SESSION),
-            "created": False, "last_position": 4, "reset_index": 1, "window_tokens": 10, "window_bytes": 40,
+            "created": self.created, "last_position": 4, "reset_index": 1, "window_tokens": 10, "window_bytes": 40,
             "compaction_flagged": False, "compaction_cycle": 0, "context_window": None, "reset_policy": None,
             "reset_by_type": None, "chat_type": "direct", "compaction": None, "last_activity_at": AT,
             "channel": None, "external_id": None,
@@ -43,21 +47,22 @@ def _message(text: str, external_id: str) -> Entry:
     return Entry("message", "web", external_id, AT, AT, 7, "user", text, None, None, len(text) // 4, True)
 
 
-async def _batch_of_two() -> tuple[RecordingConnection, list[tuple[int, str]]]:
-    conn = RecordingConnection()
+async def _batch_of_two(created: bool = False) -> tuple[RecordingConnection, list[tuple[int, str]], list[bool]]:
+    conn = RecordingConnection(created)
     store = BatchedTranscripts(conn)
     await store.prefetch([Opening(TENANT, "main", KEY, "direct", "web")], [(TENANT, "web", "a"), (TENANT, "web", "b")])
-    appended = []
+    appended, opened = [], []
     for text, external_id in (("hello there", "a"), ("how are you", "b")):
         session = await store.open_session(TENANT, "main", KEY, "direct", "web")
+        opened.append(session.created)
         appended.append(await store.append(TENANT, session, _message(text, external_id)))
     await store.flush()
-    return conn, appended
+    return conn, appended, opened
 
 
 async def test_ids_travel_as_text_and_message_ids_are_new_random_uuids() -> None:
     """asyncpg's uuid codec takes text (parsed in C), so no uuid.UUID is built per value; message ids are v4."""
-    conn, appended = await _batch_of_two()
+    conn, appended, _ = await _batch_of_two()
     (open_many, opened), (flush, written) = conn.calls
     assert (open_many, flush) == (OPEN_MANY, FLUSH)
     assert (opened[0], opened[6]) == ([TENANT], [TENANT, TENANT])
@@ -72,10 +77,37 @@ async def test_ids_travel_as_text_and_message_ids_are_new_random_uuids() -> None
 
 async def test_the_session_advances_by_each_message_it_appends() -> None:
     """Each open after an append sees the window the append left; the flush writes the last state."""
-    conn, appended = await _batch_of_two()
+    conn, appended, _ = await _batch_of_two()
     assert [position for position, _ in appended] == [5, 6]
     written = conn.calls[1][1]
     last_position, reset_index, tokens, size, flagged, active, messages = written[18:]
     assert (last_position, reset_index, flagged, active, messages) == ([6], [1], [False], [AT], [2])
     assert tokens == [10 + len("hello there") // 4 + len("how are you") // 4]
     assert size == [40 + len("hello there") + len("how are you")]
+
+
+async def test_a_created_session_is_reported_created_once() -> None:
+    assert (await _batch_of_two(created=True))[2] == [True, False]
+    assert (await _batch_of_two(created=False))[2] == [False, False]
+
+
+async def test_messages_to_an_existing_session_copy_its_row_no_more_than_once_each(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`dataclasses.replace` of the 12-field frozen row was two copies per message (open, then append)."""
+    built: list[SessionRow] = []
+
+    def build(*args: Any, **fields: Any) -> SessionRow:
+        built.append(SessionRow(*args, **fields))
+        return built[-1]
+
+    monkeypatch.setattr(batched, "replace", lambda *a, **k: pytest.fail("a row copied by dataclasses.replace"))
+    monkeypatch.setattr(batched, "SessionRow", build)
+    store = BatchedTranscripts(RecordingConnection())
+    store._rows = {SESSION: SessionRow(SESSION, 4, 1, 10, 40, False, 0, False)}
+    store._keys = {(TENANT, "main", KEY): SESSION}
+    store._tenants = {SESSION: TENANT}
+    for text in ("one", "two", "three"):
+        session = await store.open_session(TENANT, "main", KEY, "direct", "web")
+        await store.append(TENANT, session, _message(text, text))
+    assert len(built) == 3
