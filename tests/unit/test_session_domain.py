@@ -5,7 +5,8 @@ import math
 
 import pytest
 
-from cairn.session.domain import Window, crosses_compaction, estimate_tokens
+from cairn.events import CompactionPolicy
+from cairn.session.domain import Window, compaction_limits, crosses_compaction, estimate_tokens, threshold_tokens
 from cairn.session.settings import CompactionSettings
 
 
@@ -116,3 +117,41 @@ CONFIG = CompactionSettings.model_validate(
 )
 def test_crosses_compaction(window: Window, fires: bool) -> None:
     assert crosses_compaction(window, CONFIG) is fires
+
+
+def _copied_limits(
+    config: CompactionSettings, context_window: int | None, agent: CompactionPolicy | None
+) -> tuple[int, int]:
+    """The rule as it was written before: the settings copied with what the agent configured in their place."""
+    update: dict[str, int] = {} if agent is None else agent.model_dump(exclude_none=True)
+    if context_window is not None:
+        update["context_window"] = context_window
+    limits = config.model_copy(update=update) if update else config
+    return limits.threshold_tokens, limits.max_transcript_bytes
+
+
+@pytest.mark.parametrize("context_window", [None, 1000, 8_000, 32_000, 200_000, 1_000_000])
+@pytest.mark.parametrize(
+    "agent",
+    [
+        None,
+        CompactionPolicy(),
+        CompactionPolicy(reserve_tokens=0),
+        CompactionPolicy(reserve_tokens=30_000, soft_threshold_tokens=0),
+        CompactionPolicy(soft_threshold_tokens=8_000, max_transcript_bytes=4096),
+        CompactionPolicy(reserve_tokens=500, soft_threshold_tokens=100, max_transcript_bytes=10_000_000),
+    ],
+)
+def test_compaction_limits_are_the_settings_with_the_agents_values_in_their_place(
+    context_window: int | None, agent: CompactionPolicy | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = CompactionSettings(context_window=50_000, reserve_tokens=9_000, max_transcript_bytes=65_536)
+    expected = _copied_limits(config, context_window, agent)
+    # worked out per message: from the values, never by copying or dumping a model
+    monkeypatch.setattr(CompactionSettings, "model_copy", lambda *a, **k: pytest.fail("settings copied"))
+    monkeypatch.setattr(CompactionPolicy, "model_dump", lambda *a, **k: pytest.fail("policy dumped"))
+    assert compaction_limits(config, context_window, agent) == expected
+    assert threshold_tokens(config, context_window, agent) == expected[0]
+    for tokens, size in [(expected[0] - 1, expected[1] - 1), (expected[0], 0), (0, expected[1])]:
+        fires = tokens >= expected[0] or size >= expected[1]
+        assert crosses_compaction(Window(tokens, size, False), config, context_window, agent) is fires

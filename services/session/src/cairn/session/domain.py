@@ -9,7 +9,7 @@ from typing import Literal
 from zoneinfo import ZoneInfo
 
 from cairn.events import CompactionPolicy, ResetPolicy
-from cairn.session.settings import CompactionSettings
+from cairn.session.settings import CompactionSettings, threshold_for
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
@@ -29,21 +29,29 @@ class Window:
     flagged: bool  # compaction-imminent already sent in this cycle
 
 
-def effective_compaction(
+def compaction_limits(
     config: CompactionSettings, context_window: int | None = None, agent: CompactionPolicy | None = None
-) -> CompactionSettings:
-    """The service's settings with what the agent configured in their place."""
-    update: dict[str, int] = {} if agent is None else agent.model_dump(exclude_none=True)
-    if context_window is not None:
-        update["context_window"] = context_window
-    return config.model_copy(update=update) if update else config
+) -> tuple[int, int]:
+    """(threshold tokens, max transcript bytes): the service's settings with what the agent configured in their
+    place. Worked out per message, so from the values, without copying the settings model (`model_dump` and
+    `model_copy` cost more than the rest of the rule)."""
+    if agent is None:
+        if context_window is None:
+            return config.threshold_tokens, config.max_transcript_bytes
+        reserve, soft, max_bytes = config.reserve_tokens, config.soft_threshold_tokens, config.max_transcript_bytes
+    else:
+        reserve = config.reserve_tokens if agent.reserve_tokens is None else agent.reserve_tokens
+        soft = config.soft_threshold_tokens if agent.soft_threshold_tokens is None else agent.soft_threshold_tokens
+        max_bytes = config.max_transcript_bytes if agent.max_transcript_bytes is None else agent.max_transcript_bytes
+    window = config.context_window if context_window is None else context_window
+    return threshold_for(window, reserve, soft), max_bytes
 
 
 def threshold_tokens(
     config: CompactionSettings, context_window: int | None = None, agent: CompactionPolicy | None = None
 ) -> int:
     """The compaction threshold for an agent's context window and thresholds; the service's where it has none."""
-    return effective_compaction(config, context_window, agent).threshold_tokens
+    return compaction_limits(config, context_window, agent)[0]
 
 
 def crosses_compaction(
@@ -52,8 +60,8 @@ def crosses_compaction(
     """True exactly once per cycle: when the window first reaches the token or byte limit."""
     if window.flagged:
         return False
-    limits = effective_compaction(config, context_window, agent)
-    return window.tokens >= limits.threshold_tokens or window.bytes >= limits.max_transcript_bytes
+    threshold, max_bytes = compaction_limits(config, context_window, agent)
+    return window.tokens >= threshold or window.bytes >= max_bytes
 
 
 def is_background(session_key: str, channel: str) -> bool:

@@ -6,6 +6,11 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from cairn.platform.settings import HttpSettings, ServiceSettings, http_defaults
 
 
+def threshold_for(context_window: int, reserve_tokens: int, soft_threshold_tokens: int) -> int:
+    """`context_window − reserve − soft threshold`, never below a tenth of the window."""
+    return max(context_window - reserve_tokens - soft_threshold_tokens, context_window // 10)
+
+
 class CompactionSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="CAIRN_SESSION_", extra="ignore")
 
@@ -16,8 +21,7 @@ class CompactionSettings(BaseSettings):
 
     @property
     def threshold_tokens(self) -> int:
-        """`context_window − reserve − soft threshold`, never below a tenth of the window."""
-        return max(self.context_window - self.reserve_tokens - self.soft_threshold_tokens, self.context_window // 10)
+        return threshold_for(self.context_window, self.reserve_tokens, self.soft_threshold_tokens)
 
 
 class SessionSettings(ServiceSettings):
