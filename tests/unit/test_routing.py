@@ -282,3 +282,22 @@ def test_routing_error_is_a_value_error() -> None:
 )
 def test_is_reset_command(text: str, role: str, expected: str | None) -> None:
     assert is_reset_command(msg(text=text, role=role)) == expected
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "agent:main:main",
+        "agent:main:dashboard:incognito-1",
+        "incognito-x",
+        "agent:main:telegram:direct:not-incognito-1",
+        "agent:main:telegram:direct:incognito",
+        "agent:main:slack:group:incognito-:thread:7",
+        "cron:incognito-job",
+        "agent:main:web:direct:xincognito-y:thread:incognito-2",
+        "",
+    ],
+)
+def test_incognito_is_a_segment_starting_with_the_prefix_whether_or_not_the_key_is_split(key: str) -> None:
+    """The fast answer for keys without the prefix anywhere is the answer of the rule itself."""
+    assert is_incognito(key) is any(s.startswith("incognito-") for s in key.split(":"))
