@@ -10,8 +10,12 @@ from typing import Any
 
 import pytest
 
+from cairn.events import InboundMessage, MessageReceived
 from cairn.session import batched
 from cairn.session.batched import FLUSH, OPEN_MANY, BatchedTranscripts, Opening
+from cairn.session.handlers import SessionHandlers
+from cairn.session.projection import _Batch
+from cairn.session.settings import SessionSettings
 from cairn.session.store import Entry, SessionRow
 
 TENANT = str(uuid.uuid4())
@@ -111,3 +115,39 @@ async def test_messages_to_an_existing_session_copy_its_row_no_more_than_once_ea
         session = await store.open_session(TENANT, "main", KEY, "direct", "web")
         await store.append(TENANT, session, _message(text, text))
     assert len(built) == 3
+
+
+class OpeningsOnly(BatchedTranscripts):
+    """Records what a run of messages prefetches, and nothing else."""
+
+    def __init__(self) -> None:
+        super().__init__(RecordingConnection())
+        self.prefetched: list[tuple[list[Opening], list[tuple[str, str, str]]]] = []
+
+    async def prefetch(self, openings: list[Opening], external_ids: list[tuple[str, str, str]]) -> None:
+        self.prefetched.append((openings, external_ids))
+
+
+def _received(key: str, channel: str, chat_type: str, message_id: str) -> MessageReceived:
+    chat_id = None if chat_type == "direct" else "-100"
+    message = InboundMessage(text="hi", message_id=message_id, channel=channel, chat_type=chat_type, chat_id=chat_id)
+    return MessageReceived(tenant_id=TENANT, session_key=key, message=message, occurred_at=AT)
+
+
+async def test_a_run_of_messages_prefetches_one_opening_per_session_with_its_last_messages_values() -> None:
+    """What `prefetch` kept of several openings of one key (the last one's values, in first-mention order),
+    now without building one per message."""
+    other = "agent:main:web:direct:9"
+    events = [
+        _received(KEY, "web", "direct", "a"),
+        _received(other, "web", "direct", "b"),
+        _received(KEY, "telegram", "group", "c"),
+        _received("agent:main:dashboard:incognito-1", "web", "direct", "d"),
+    ]
+    store = OpeningsOnly()
+    batch = _Batch(SessionHandlers(SessionSettings()), store, events)
+    await batch._prefetch(0)
+    assert store.prefetched == [(
+        [Opening(TENANT, "main", KEY, "group", "telegram"), Opening(TENANT, "main", other, "direct", "web")],
+        [(TENANT, "web", "a"), (TENANT, "web", "b"), (TENANT, "telegram", "c")],
+    )]  # fmt: skip

@@ -57,9 +57,10 @@ class _Batch:
         self._prefetched = start + len(run)
         # an incognito key never gets a row, not even an empty one (the handler refuses its messages)
         messages = [e for e in run if isinstance(e, MessageReceived) and not is_incognito(e.session_key)]
-        openings = [
-            Opening(e.tenant_id, e.agent_id, e.session_key, e.message.chat_type, e.message.channel) for e in messages
-        ]
+        # one opening per session (in the order of first mention, with the last message's chat type and channel,
+        # as the store keeps them), not one per message
+        last = {(e.tenant_id, e.agent_id, e.session_key): e.message for e in messages}
+        openings = [Opening(*key, message.chat_type, message.channel) for key, message in last.items()]
         adapter_ids = [(e.tenant_id, e.message.channel, e.message.message_id) for e in messages if e.message.message_id]
         await self._store.prefetch(openings, adapter_ids)
 
