@@ -172,19 +172,40 @@ class SharedDecoding:
         return event
 
 
+class _KnownContexts:
+    """The trace headers handed on, once per distinct trace context in a batch: the events of one ingest request
+    share theirs, and extracting then injecting it is a cost per event. The result depends only on the headers the
+    propagators read (their `fields`, looked up once); the events share the dict (publishing copies it)."""
+
+    __slots__ = ("_carried", "_fields")
+
+    def __init__(self) -> None:
+        self._fields: list[str] | None = None
+        self._carried: dict[tuple[str | None, ...], dict[str, str]] = {}
+
+    def handed_on(self, headers: Mapping[str, str] | None) -> dict[str, str]:
+        if self._fields is None:
+            self._fields = sorted(propagate.get_global_textmap().fields)
+        key = tuple((headers or {}).get(name) for name in self._fields)
+        carried = self._carried.get(key)
+        if carried is None:
+            carried = self._carried[key] = handed_on(headers)
+        return carried
+
+
 class _HandedOn:
     """The trace headers an event hands on to the events it causes, worked out on first use (a plain class:
     `functools.cache` builds a wrapper that costs more than the saving)."""
 
-    __slots__ = ("_carried", "_headers")
+    __slots__ = ("_carried", "_headers", "_known")
 
-    def __init__(self, headers: Mapping[str, str] | None) -> None:
-        self._headers = headers
+    def __init__(self, headers: Mapping[str, str] | None, known: _KnownContexts) -> None:
+        self._headers, self._known = headers, known
         self._carried: dict[str, str] | None = None
 
     def __call__(self) -> dict[str, str]:
         if self._carried is None:
-            self._carried = handed_on(self._headers)
+            self._carried = self._known.handed_on(self._headers)
         return self._carried
 
 
@@ -333,7 +354,7 @@ class Projection(PullConsumer):
                 # seen before, here or in an earlier transaction: only re-publish what it emitted the first time
                 again = [o.event for o in now[event_id]] if event_id in now else stored[part.name].get(event_id, [])
                 if again:
-                    with self._span(item, recording()) as headers:
+                    with self._span(item, recording(), _KnownContexts()) as headers:
                         outgoing += [Outgoing(event, headers()) for event in again]
         return outgoing
 
@@ -375,20 +396,22 @@ class Projection(PullConsumer):
         if not items and len(self._parts) > 1:
             return emitted  # this part has applied them all before: nothing to begin
         unit = handlers.begin(conn, [item.event for item in items])
-        recorded = recording()
+        recorded, known = recording(), _KnownContexts()
         for item in items:
-            with self._span(item, recorded) as headers:
+            with self._span(item, recorded, known) as headers:
                 events = await unit.handle(item.event, item.delivery)
                 emitted[item.event.event_id] = [Outgoing(e, headers()) for e in events]
         await unit.complete()
         return emitted
 
-    def _span(self, item: _Work, recorded: bool) -> contextlib.AbstractContextManager[Callable[[], dict[str, str]]]:
+    def _span(
+        self, item: _Work, recorded: bool, known: _KnownContexts
+    ) -> contextlib.AbstractContextManager[Callable[[], dict[str, str]]]:
         """The event's consumer span, when spans are `recorded`; gives what gives the trace headers of the events
         it causes. Without a recorder no span is set up (a per-event cost): its trace context is handed on as
-        is, worked out only if the event causes any (most projections emit nothing)."""
+        is, worked out only if the event causes any (most projections emit nothing), once per context (`known`)."""
         if not recorded:
-            return contextlib.nullcontext(_HandedOn(item.raw.headers))
+            return contextlib.nullcontext(_HandedOn(item.raw.headers, known))
         return self._recorded_span(item)
 
     @contextlib.contextmanager
