@@ -33,3 +33,10 @@ def test_delivery_agrees_with_nats_py_metadata(reply: str) -> None:
 def test_a_message_that_did_not_come_from_jetstream_is_refused_as_nats_py_refuses_it(reply: str) -> None:
     with pytest.raises(NotJSMessageError):
         Delivery.of(message(reply))
+
+
+def test_a_delivery_is_a_named_tuple_with_the_fields_by_name() -> None:
+    """Built for every message a consumer fetches: a named tuple costs half what a frozen dataclass does."""
+    delivery = Delivery.of(message(ACK_SUBJECTS[0]))
+    assert isinstance(delivery, tuple)
+    assert delivery == Delivery(stream_seq=4711, num_delivered=1, subject="cairn.t.main.message.received.3")

@@ -10,8 +10,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import asyncpg
 import nats.errors
@@ -31,9 +30,9 @@ _REQUEST_ENDED = (StatusCode.NO_MESSAGES, StatusCode.REQUEST_TIMEOUT, StatusCode
 _EXPIRY_GRACE_S = 0.5  # how long past the request's expiry its closing status may take to arrive
 
 
-@dataclass(frozen=True)
-class Delivery:
-    """Where a message sits in its stream: handlers use the sequence for read-your-writes positions."""
+class Delivery(NamedTuple):
+    """Where a message sits in its stream: handlers use the sequence for read-your-writes positions. A named
+    tuple: one is built per message, at half the cost of a frozen dataclass."""
 
     stream_seq: int
     num_delivered: int
