@@ -1,12 +1,16 @@
-"""`EventPublisher.publish_many` sends every event with the caller's trace context and its own dedup id, in order."""
+"""`EventPublisher.publish_many` sends every event with the caller's trace context and its own dedup id, in order;
+an `Outgoing` event is encoded once."""
 
 import asyncio
+import uuid
 from dataclasses import dataclass
 
+import pytest
 from opentelemetry import context, propagate
 
-from cairn.events import InboundMessage, MessageReceived
-from cairn.platform.publisher import EventPublisher
+from cairn.events import Event, InboundMessage, IndexAdvanced, MessageReceived, encode_event
+from cairn.platform import publisher
+from cairn.platform.publisher import EventPublisher, Outgoing
 
 TENANT = "1525f314-6741-4c00-8d03-4047f54f310d"
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -61,3 +65,20 @@ async def test_each_event_carries_the_callers_trace_context_and_its_own_id() -> 
     # without a trace context, only the ids
     await publisher.publish_many(events[:1])
     assert js.sent[-1][2] == {"Nats-Msg-Id": events[0].event_id}
+
+
+def test_an_outgoing_event_is_encoded_once_however_often_its_bytes_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The outbox stores the bytes and the publisher sends them; built per emitted event, it keeps no `__dict__`."""
+    event = IndexAdvanced(tenant_id=str(uuid.uuid4()), ingest_seq=3)
+    encoded: list[Event] = []
+
+    def encode(e: Event) -> bytes:
+        encoded.append(e)
+        return encode_event(e)
+
+    monkeypatch.setattr(publisher, "encode_event", encode)
+    outgoing = Outgoing(event, {"traceparent": "00-1-2-01"})
+    assert outgoing.data == outgoing.data == encode_event(event)
+    assert encoded == [event]
+    assert (outgoing.event, outgoing.headers) == (event, {"traceparent": "00-1-2-01"})
+    assert not hasattr(outgoing, "__dict__")
