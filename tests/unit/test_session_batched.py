@@ -71,12 +71,14 @@ async def test_ids_travel_as_text_and_message_ids_are_new_random_uuids() -> None
     assert (open_many, flush) == (OPEN_MANY, FLUSH)
     assert (opened[0], opened[6]) == ([TENANT], [TENANT, TENANT])
     assert all(isinstance(new_id, str) and uuid.UUID(new_id).version == 4 for new_id in opened[3])
-    tenants, sessions, positions, _, message_ids = written[:5]
+    entries = written[0]  # one record per entry, in session.entry_row's column order (0132)
+    assert all(isinstance(entry, tuple) and len(entry) == 16 for entry in entries)
+    tenants, sessions, positions, _, message_ids = ([entry[i] for entry in entries] for i in range(5))
     assert (tenants, sessions, positions) == ([TENANT, TENANT], [SESSION, SESSION], [5, 6])
     assert message_ids == [message_id for _, message_id in appended]
     assert all(isinstance(m, str) and str(uuid.UUID(m)) == m and uuid.UUID(m).version == 4 for m in message_ids)
     assert len(set(message_ids)) == 2
-    assert written[16:18] == ([TENANT], [SESSION])
+    assert written[1:3] == ([TENANT], [SESSION])
 
 
 async def test_the_session_advances_by_each_message_it_appends() -> None:
@@ -84,7 +86,7 @@ async def test_the_session_advances_by_each_message_it_appends() -> None:
     conn, appended, _ = await _batch_of_two()
     assert [position for position, _ in appended] == [5, 6]
     written = conn.calls[1][1]
-    last_position, reset_index, tokens, size, flagged, active, messages = written[18:]
+    last_position, reset_index, tokens, size, flagged, active, messages = written[3:]
     assert (last_position, reset_index, flagged, active, messages) == ([6], [1], [False], [AT], [2])
     assert tokens == [10 + len("hello there") // 4 + len("how are you") // 4]
     assert size == [40 + len("hello there") + len("how are you")]
