@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from cairn.memindex import E5Embedder, LocalEmbedder, MemoryIndex
+from cairn.memindex import LocalEmbedder, MemoryIndex
 
 SET_TENANT = "SELECT set_config('cairn.tenant_id', $1, true)"
 TENANTS = "SELECT tenant_id::text FROM ingest.tenants WHERE $1::uuid IS NULL OR tenant_id = $1 ORDER BY tenant_id"
@@ -42,7 +42,7 @@ class Rebuilt:
 
 
 async def reindex(admin_url: str, index: MemoryIndex, tenant: str | None = None) -> Rebuilt:
-    if isinstance(index.embedder, LocalEmbedder | E5Embedder):
+    if isinstance(index.embedder, LocalEmbedder):
         index.embedder.load()
     started, rebuilt = time.perf_counter(), Rebuilt()
     conn = await asyncpg.connect(admin_url)
