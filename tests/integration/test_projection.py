@@ -14,7 +14,7 @@ import nats.js.errors
 import pytest
 from nats.aio.client import Client
 from nats.js import JetStreamContext
-from nats.js.api import ConsumerConfig
+from nats.js.api import ConsumerConfig, RawStreamMsg
 from opentelemetry import propagate
 from opentelemetry.propagators.textmap import TextMapPropagator, default_getter, default_setter
 
@@ -255,11 +255,16 @@ async def test_a_handler_that_keeps_failing_is_dead_lettered_after_max_deliver(
         event = recall(tenant)
         seq = (await EventPublisher(js).publish(event)).seq
         subject = dead_letter_subject(projection.consumer)
-        letters = await eventually(lambda: stream_messages(js, DEAD_LETTER_STREAM, subject))
+
+        async def its_letters() -> list[RawStreamMsg]:
+            # a fresh consumer reads the whole stream: other tests' garbage there is dead-lettered under it too
+            return [m for m in await stream_messages(js, DEAD_LETTER_STREAM, subject) if m.data == encode_event(event)]
+
+        letters = await eventually(its_letters)
         assert await eventually(lambda: settled(js, projection, seq))
 
         async def nothing_more() -> bool:
-            return len(recorder.deliveries) == 2 and len(await stream_messages(js, DEAD_LETTER_STREAM, subject)) == 1
+            return len(recorder.deliveries) == 2 and len(await its_letters()) == 1
 
         # Longer than ack_wait plus the retry backoff: a message still owed would have come back by now.
         assert await holds_for(nothing_more, FAST.ack_wait_s + 1.0)
