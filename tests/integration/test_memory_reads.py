@@ -420,3 +420,36 @@ async def test_the_status_counts_come_from_an_index_only_scan_in_path_order(
             f"EXPLAIN {memory_queries.STATUS_CHUNKS}", uuid.UUID(tenant), "main", MODEL))  # fmt: skip
     assert "Index Only Scan using memory_chunks_status" in plan, plan
     assert "Sort" not in plan, plan
+
+
+async def test_lexical_candidates_are_scored_as_they_are_found_and_only_their_scores_are_sorted(
+    app_pool: Pool,
+) -> None:
+    """The lexical statement keeps (chunk_id, score) per match, not the match's terms: a chunk of 20 turns has 5-7 kB
+    of them, which were copied into the statement's CTE, sorted by chunk id to deduplicate, then ranked. Only the
+    functions' scans (and the score computed from them) read terms; the same scores as ranking by definition, for a
+    query where both functions run and find the same chunks."""
+    tenant = str(uuid.uuid4())
+    texts = ["the lighthouse keeper retired in june", "the lighthouse needs a keeper", "a keeper of bees",
+             "the old lighthouse", "retired sailors meet at the harbour"]  # fmt: skip
+    await _write(app_pool, tenant, [_row(text, minutes) for minutes, text in enumerate(texts)])
+    built = build_query("lighthouse keeper retired")
+    assert built is not None
+    params = (uuid.UUID(tenant), "main", ["memory", "sessions"], None, built.any_terms, built.all_terms, 300, 10)
+    async with tenant_transaction(app_pool, tenant) as conn:
+        plan = [r[0] for r in await conn.fetch("EXPLAIN (VERBOSE, COSTS OFF) " + memory_queries.LEXICAL, *params)]
+        found = {str(r["chunk_id"]): float(r["score"]) for r in await conn.fetch(memory_queries.LEXICAL, *params)}
+        expected = await conn.fetch(
+            "SELECT chunk_id::text, ts_rank_cd(terms, $2::tsquery, 32) + CASE WHEN terms @@ $3::tsquery THEN 1.0 "
+            "ELSE 0.0 END AS score FROM indexer.memory_chunks WHERE tenant_id = $1 AND terms @@ $2::tsquery",
+            uuid.UUID(tenant), built.any_terms, built.all_terms,
+        )  # fmt: skip
+    assert found == {r["chunk_id"]: float(r["score"]) for r in expected}
+    assert len(found) == 5
+    node = ""
+    for line in plan:
+        if "->" in line or not line.startswith(" "):
+            node = line.strip().removeprefix("->").strip()
+        elif line.strip().startswith("Output:") and ".terms" in line:
+            assert node.startswith(("Function Scan", "Result")), "\n".join(plan)
+    assert any(n in "\n".join(plan) for n in ("Unique",)), "\n".join(plan)

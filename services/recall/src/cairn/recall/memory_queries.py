@@ -33,24 +33,28 @@ _FILTER = """tenant_id = $1 AND agent_id = $2 AND source = ANY($3::text[])
 # the most recent $7 full ones, so the top $8 are the same as ranking both sets together (an older chunk with
 # every term is never crowded out by recent partial matches). Matching runs in a function (migration 0031 says
 # why), so a rare term reads its few matches from the (tenant_id, terms) index and a frequent one walks the
-# agent's chunks back in time: the work is bounded by the cap, not by the agent's size.
-LEXICAL = """
+# agent's chunks back in time: the work is bounded by the cap, not by the agent's size. Each match is scored as it
+# comes out of the function, so only (chunk_id, score) pairs are kept, deduplicated and sorted, not the chunks'
+# terms (5-7 kB each for 20 turns of conversation); a chunk found by both functions has the same terms, so the
+# same score either way.
+_SCORE = "ts_rank_cd(terms, CAST($5 AS tsquery), 32) + CASE WHEN terms @@ CAST($6 AS tsquery) THEN 1.0 ELSE 0.0 END"
+LEXICAL = f"""
 WITH every AS MATERIALIZED (
-    SELECT chunk_id, terms FROM indexer.matching_memory_chunks($1, $2, $3::text[], $4, CAST($6 AS tsquery), $7)
+    SELECT chunk_id, {_SCORE} AS score
+    FROM indexer.matching_memory_chunks($1, $2, $3::text[], $4, CAST($6 AS tsquery), $7)
 ),
 candidates AS (
-    SELECT DISTINCT ON (chunk_id) chunk_id, terms
+    SELECT DISTINCT ON (chunk_id) chunk_id, score
     FROM (
-        SELECT chunk_id, terms FROM every
+        SELECT chunk_id, score FROM every
         UNION ALL
-        SELECT chunk_id, terms FROM indexer.matching_memory_chunks($1, $2, $3::text[], $4, CAST($5 AS tsquery), $7)
+        SELECT chunk_id, {_SCORE}
+        FROM indexer.matching_memory_chunks($1, $2, $3::text[], $4, CAST($5 AS tsquery), $7)
         WHERE CAST($5 AS tsquery) <> CAST($6 AS tsquery) AND (SELECT count(*) FROM every) < $8
     ) matches
     ORDER BY chunk_id
 )
-SELECT chunk_id, ts_rank_cd(terms, CAST($5 AS tsquery), 32)
-                 + CASE WHEN terms @@ CAST($6 AS tsquery) THEN 1.0 ELSE 0.0 END AS score
-FROM candidates
+SELECT chunk_id, score FROM candidates
 ORDER BY score DESC, chunk_id
 LIMIT $8
 """
