@@ -3,7 +3,6 @@ consumers were merged) against real JetStream and Postgres: taking over from the
 consumers at different positions, every event is applied once per projection (none lost, none twice); after the
 hand-over a redelivered batch applies nothing again; undecodable and failing events are dead-lettered."""
 
-import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -23,7 +22,7 @@ from cairn.platform.postgres import tenant_transaction
 from cairn.platform.publisher import EventPublisher
 from cairn.platform.settings import NatsSettings
 from tests.integration.conftest import eventually
-from tests.integration.test_projection import BATCHED, BatchRecorder, recall_of, settled
+from tests.integration.test_projection import BATCHED, BatchRecorder, kept, recall_of, settled
 from tests.streams import stream_messages
 
 pytestmark = pytest.mark.integration
@@ -66,31 +65,11 @@ async def rows(pool: Pool, table: str, tenant: str) -> list[tuple[str, int]]:
     return [(str(r["event_id"]), r["txid"]) for r in found]
 
 
-@contextlib.asynccontextmanager
-async def merged(
+def merged(
     js: JetStreamContext, consumer: str, parts: Sequence[Part], pool: Pool, replaces: Sequence[str] = (),
     settings: NatsSettings = BATCHED,
-) -> AsyncIterator[Projection]:  # fmt: skip
-    projection = Projection.merged(consumer, RECALL_STREAM, parts, pool, EventPublisher(js), settings, replaces)
-    task = asyncio.create_task(projection.run())
-    try:
-        yield projection
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
-@contextlib.asynccontextmanager
-async def kept(projection: Projection) -> AsyncIterator[Projection]:
-    """A projection run as a task, its durable consumer left as it stands when stopped (as a release leaves it)."""
-    task = asyncio.create_task(projection.run())
-    try:
-        yield projection
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+) -> contextlib.AbstractAsyncContextManager[Projection]:  # fmt: skip
+    return kept(Projection.merged(consumer, RECALL_STREAM, parts, pool, EventPublisher(js), settings, replaces))
 
 
 async def exists(js: JetStreamContext, consumer: str) -> bool:

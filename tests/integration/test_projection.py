@@ -6,7 +6,7 @@ touches its own tenant, since a new durable consumer replays whatever earlier te
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, TypeAlias
 
 import asyncpg
@@ -134,6 +134,17 @@ async def running(
     consumer = consumer or f"test-{uuid.uuid4().hex[:12]}"
     projection = Projection(consumer, stream, handlers, pool, publisher or EventPublisher(js), settings, filter_subject,
                             **({"decode": decode} if decode else {}))  # fmt: skip
+    try:
+        async with kept(projection):
+            yield projection
+    finally:
+        with contextlib.suppress(nats.js.errors.NotFoundError):
+            await js.delete_consumer(stream, consumer)
+
+
+@contextlib.asynccontextmanager
+async def kept(projection: Projection) -> AsyncIterator[Projection]:
+    """A projection run as a task, its durable consumer left as it stands when stopped (as a release leaves it)."""
     task = asyncio.create_task(projection.run())
     try:
         yield projection
@@ -141,8 +152,6 @@ async def running(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-        with contextlib.suppress(nats.js.errors.NotFoundError):
-            await js.delete_consumer(stream, consumer)
 
 
 async def settled(js: JetStreamContext, projection: Projection, seq: int) -> bool:
@@ -637,6 +646,18 @@ class CountingPropagator(TextMapPropagator):
         return self.inner.fields
 
 
+@contextlib.contextmanager
+def counting_propagator() -> Iterator[CountingPropagator]:
+    """The configured propagator wrapped in a count for the duration; put back after."""
+    configured = propagate.get_global_textmap()
+    counting = CountingPropagator(configured)
+    propagate.set_global_textmap(counting)
+    try:
+        yield counting
+    finally:
+        propagate.set_global_textmap(configured)
+
+
 @pytest.mark.parametrize("emit", [False, True])
 async def test_without_a_span_recorder_an_event_that_causes_nothing_leaves_its_trace_context_unread(
     nats_client: Client, app_pool: Pool, table: str, emit: bool
@@ -649,15 +670,10 @@ async def test_without_a_span_recorder_an_event_that_causes_nothing_leaves_its_t
     await js.publish(subject_for(event), encode_event(event), stream=RECALL_STREAM,
                      headers={"traceparent": parent, "Nats-Msg-Id": event.event_id})  # fmt: skip
     last = (await js.stream_info(RECALL_STREAM)).state.last_seq
-    configured = propagate.get_global_textmap()
-    counting = CountingPropagator(configured)
-    propagate.set_global_textmap(counting)
-    try:
+    with counting_propagator() as counting:
         recorder = Recorder(table, tenant, emit=emit)
         async with running(js, RECALL_STREAM, {RecallPerformed: recorder}, app_pool, FAST) as projection:
             assert await eventually(lambda: settled(js, projection, last))
-    finally:
-        propagate.set_global_textmap(configured)
     assert [e for e, _ in await rows(app_pool, table, tenant)] == [uuid.UUID(event.event_id)]
     assert (counting.extracted > 0) is emit
 
@@ -702,15 +718,10 @@ async def test_without_a_span_recorder_a_batch_reads_each_distinct_trace_context
         await js.publish(subject_for(event), encode_event(event), stream=RECALL_STREAM,
                          headers={**headers, "Nats-Msg-Id": event.event_id})  # fmt: skip
     last = (await js.stream_info(RECALL_STREAM)).state.last_seq
-    configured = propagate.get_global_textmap()
-    counting = CountingPropagator(configured)
-    propagate.set_global_textmap(counting)
-    try:
+    with counting_propagator() as counting:
         recorder = Recorder(table, tenant, emit=True)
         async with running(js, RECALL_STREAM, {RecallPerformed: recorder}, app_pool, FAST) as projection:
             assert await eventually(lambda: settled(js, projection, last))
-    finally:
-        propagate.set_global_textmap(configured)
     subject = subject_for(IndexAdvanced(tenant_id=tenant, ingest_seq=1))
     emitted = {decode_event(m.data or b"").causation_id: m.headers or {} for m in await stream_messages(
         js, INDEX_STREAM, subject)}  # fmt: skip
