@@ -31,7 +31,7 @@ from cairn.events import (
     subject_for,
 )
 from cairn.local import LocalStack
-from cairn.platform.consumer import BatchHandlers, Delivery, Handler, Projection, SharedDecoding, Unit
+from cairn.platform.consumer import BatchHandlers, Delivery, Handler, Projection, Unit
 from cairn.platform.postgres import tenant_transaction
 from cairn.platform.publisher import EventPublisher, Outgoing
 from cairn.platform.settings import NatsSettings
@@ -127,13 +127,11 @@ async def running(
     publisher: EventPublisher | None = None,
     filter_subject: str | tuple[str, ...] | None = None,
     consumer: str | None = None,
-    decode: SharedDecoding | None = None,
 ) -> AsyncIterator[Projection]:
     """A projection with a fresh durable consumer (or the one named), run as a task; cancelled and its
     consumer deleted after."""
     consumer = consumer or f"test-{uuid.uuid4().hex[:12]}"
-    projection = Projection(consumer, stream, handlers, pool, publisher or EventPublisher(js), settings, filter_subject,
-                            **({"decode": decode} if decode else {}))  # fmt: skip
+    projection = Projection(consumer, stream, handlers, pool, publisher or EventPublisher(js), settings, filter_subject)
     try:
         async with kept(projection):
             yield projection
@@ -676,33 +674,6 @@ async def test_without_a_span_recorder_an_event_that_causes_nothing_leaves_its_t
             assert await eventually(lambda: settled(js, projection, last))
     assert [e for e, _ in await rows(app_pool, table, tenant)] == [uuid.UUID(event.event_id)]
     assert (counting.extracted > 0) is emit
-
-
-async def test_two_projections_sharing_their_decoding_each_apply_every_event_and_dead_letter_garbage(
-    nats_client: Client, app_pool: Pool, table: str
-) -> None:
-    """As the indexer's two consumers of the session stream: one decodes, the other finds the decoded event."""
-    js, tenant, shared = nats_client.jetstream(), str(uuid.uuid4()), SharedDecoding(size=8)
-    first, second = Recorder(table, tenant), Recorder(table, tenant)
-    garbage = b"\xff not an event " + tenant.encode()
-    events = [recall(tenant) for _ in range(12)]  # more than the shared decoding keeps
-    async with (
-        running(js, RECALL_STREAM, {RecallPerformed: first}, app_pool, FAST, decode=shared) as one,
-        running(js, RECALL_STREAM, {RecallPerformed: second}, app_pool, FAST, decode=shared) as other,
-    ):
-        publisher = EventPublisher(js)
-        seqs = [(await publisher.publish(event)).seq for event in events]
-        bad = await js.publish(f"cairn.{tenant}.main.recall.performed", garbage, stream=RECALL_STREAM)
-        for projection in (one, other):
-            assert await eventually(lambda p=projection: settled(js, p, max(*seqs, bad.seq)))  # type: ignore[misc]
-        letters = []
-        for projection in (one, other):
-            letters += await stream_messages(js, DEAD_LETTER_STREAM, dead_letter_subject(projection.consumer))
-    assert [d.stream_seq for d in first.deliveries] == seqs
-    assert [d.stream_seq for d in second.deliveries] == seqs
-    applied = [(str(r["event_id"]), r["stream_seq"]) for r in await rows(app_pool, table, tenant)]
-    assert sorted(applied) == sorted([(e.event_id, s) for e, s in zip(events, seqs, strict=True)] * 2)
-    assert len([m for m in letters if m.data == garbage]) == 2, "each projection dead-letters what nobody can decode"
 
 
 async def test_without_a_span_recorder_a_batch_reads_each_distinct_trace_context_once(

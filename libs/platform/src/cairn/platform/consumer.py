@@ -38,7 +38,7 @@ from cairn.platform.settings import NatsSettings
 from cairn.platform.telemetry import handed_on, recording
 
 __all__ = [
-    "BatchHandlers", "Delivery", "Handler", "Part", "PerEvent", "PoisonEvent", "Projection", "SharedDecoding", "Unit",
+    "BatchHandlers", "Delivery", "Handler", "Part", "PerEvent", "PoisonEvent", "Projection", "Unit",
 ]  # fmt: skip
 
 log = logging.getLogger(__name__)
@@ -153,24 +153,6 @@ class _Work(NamedTuple):  # one per message: a named tuple costs half a frozen d
     event: Event
 
 
-class SharedDecoding:
-    """Decodes events for the projections of one process that read the same stream, each event once: the second
-    projection to fetch a message finds the event the first one decoded (the same bytes are the same event; events
-    are frozen). Keeps the `size` most recently decoded; one that has gone is decoded again."""
-
-    def __init__(self, size: int = 4096) -> None:
-        self._size, self._events = size, dict[bytes, Event]()
-
-    def __call__(self, data: bytes) -> Event:
-        event = self._events.get(data)
-        if event is None:
-            event = decode_event(data)  # raises for an undecodable message, which is not kept
-            if len(self._events) >= self._size:
-                del self._events[next(iter(self._events))]  # the oldest
-            self._events[data] = event
-        return event
-
-
 class _KnownContexts:
     """The trace headers handed on, once per distinct trace context in a batch: the events of one ingest request
     share theirs, and extracting then injecting it is a cost per event. The result depends only on the headers the
@@ -218,13 +200,10 @@ class Projection(PullConsumer):
         publisher: EventPublisher,
         settings: NatsSettings,
         filter_subject: str | tuple[str, ...] | None = None,
-        decode: Callable[[bytes], Event] = decode_event,
     ) -> None:
-        """`decode`: a `SharedDecoding` when another projection of the process reads the same messages."""
         super().__init__(consumer, stream, publisher.js, settings, filter_subject)
         one = PerEvent(handlers) if isinstance(handlers, Mapping) else handlers
         self._parts: tuple[Part, ...] = (Part(consumer, one),)
-        self._decode_event = decode
         self._pool, self._publisher = pool, publisher
         self._across: bool | None = None
 
@@ -295,7 +274,7 @@ class Projection(PullConsumer):
     async def _decode(self, raw: Msg) -> _Work | None:
         delivery = Delivery.of(raw)
         try:
-            event = self._decode_event(raw.data)
+            event = decode_event(raw.data)
         except ValidationError as error:
             await self.dead_letter(raw, f"undecodable event: {error}")
             return None
