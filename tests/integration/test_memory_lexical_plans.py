@@ -28,7 +28,7 @@ WHERE tenant_id = $1 AND agent_id = 'main' AND source = ANY($2::text[])
   AND ($3::text IS NULL OR session_key IS DISTINCT FROM $3) AND terms @@ $4::tsquery
 ORDER BY occurred_at DESC NULLS LAST, chunk_id LIMIT $5
 """
-WALKED, BITMAP = "memory_chunks_recent", "Bitmap Index Scan on memory_chunks_tenant_terms"
+WALKED, BITMAP = "memory_chunks_recent", "Bitmap Index Scan on memory_chunk_keys_terms"
 
 
 async def _chunks(pool: Pool, texts: list[str]) -> str:
@@ -297,3 +297,72 @@ async def test_no_chunk_a_query_matches_lacks_a_required_bit_over_many_query_sha
     assert checked > 550
     assert with_bits > 330
     assert phrases_with_bits > 100
+
+
+BY_BITMAP = "SELECT chunk_id::text FROM indexer.memory_matches_by_bitmap($1, 'main', $2::text[], $3, $4::tsquery, $5)"
+KEYS = """
+SELECT chunk_id, agent_id, source, session_key, occurred_at, lexemes::text FROM indexer.memory_chunk_keys
+WHERE tenant_id = $1 ORDER BY chunk_id
+"""
+# What memory_chunk_keys holds by definition: a row per chunk, its filters and its lexemes without positions.
+CHUNKS_AS_KEYS = """
+SELECT chunk_id, agent_id, source, session_key, occurred_at, strip(terms)::text FROM indexer.memory_chunks
+WHERE tenant_id = $1 ORDER BY chunk_id
+"""
+
+
+async def test_the_index_way_sorts_narrow_key_rows_and_fetches_only_the_chunks_it_answers(
+    app_pool: Pool, admin: Admin
+) -> None:
+    """A word in a third of 900 chunks: the full-text keys are read over memory_chunk_keys (narrow rows, migration
+    0135), the matches sorted there, and only the `cap` newest chunks fetched by primary key, not every match's
+    row; the same rows as by definition."""
+    texts = [f"routine chat number {i}" + (" about the zeppelin tour" if i % 3 == 0 else "") for i in range(900)]
+    tenant = await _chunks(app_pool, texts)
+    plans = await plans_of_every_statement(admin)
+    await admin.execute("SELECT set_config('cairn.tenant_id', $1, false)", tenant)
+    await admin.execute("SET auto_explain.log_analyze = on")
+    rows = await admin.fetch(BY_BITMAP, uuid.UUID(tenant), ["memory", "sessions"], None, "'zeppelin' & 'tour'", 20)
+    await admin.execute("SET auto_explain.log_min_duration = -1")
+    await admin.execute("SET auto_explain.log_analyze = off")
+    expected = await admin.fetch(EXPECTED, uuid.UUID(tenant), ["memory", "sessions"], None, "'zeppelin' & 'tour'", 20)
+    assert [r[0] for r in rows] == [r[0] for r in expected]
+    assert len(rows) == 20
+    plan = "\n".join(plans)
+    assert "Bitmap Heap Scan on memory_chunk_keys" in plan, plan
+    assert "Bitmap Heap Scan on memory_chunks " not in plan, plan
+    assert "Index Scan using memory_chunks_pkey on memory_chunks" in plan, plan
+    assert "rows=300.00 loops=1" in plan, plan  # every match's narrow row
+    assert "loops=20)" in plan, plan  # and the chunks of the 20 answered, nothing else
+
+
+async def test_a_phrase_the_keys_take_as_a_conjunction_is_still_decided_by_the_chunks_terms(
+    app_pool: Pool, admin: Admin
+) -> None:
+    """The keys hold no positions: 'hand <-> painted' is 'hand & painted' for them, so chunks with both words in the
+    other order ("painted by hand") come out of the index and the chunk's own terms leave them out, before the cap."""
+    texts = [f"note {i}: " + ("a hand painted bowl" if i % 4 == 0 else "painted by hand, a bowl") for i in range(200)]
+    tenant = await _chunks(app_pool, texts)
+    await admin.execute("SELECT set_config('cairn.tenant_id', $1, false)", tenant)
+    args = (uuid.UUID(tenant), ["memory", "sessions"], None, "'hand' <-> 'painted'")
+    for cap in (5, 50, 300):
+        rows = await admin.fetch(BY_BITMAP, *args, cap)
+        assert [r[0] for r in rows] == [r[0] for r in await admin.fetch(EXPECTED, *args, cap)]
+        assert len(rows) == min(cap, 50)
+
+
+async def test_the_keys_follow_every_insert_update_and_delete_of_the_chunks(app_pool: Pool, admin: Admin) -> None:
+    tenant = await _chunks(app_pool, [f"garden note {i} about the harbour" for i in range(30)])
+    await admin.execute("SELECT set_config('cairn.tenant_id', $1, false)", tenant)
+    keys = uuid.UUID(tenant)
+    assert len(await admin.fetch(KEYS, keys)) == 30
+    assert await admin.fetch(KEYS, keys) == await admin.fetch(CHUNKS_AS_KEYS, keys)
+    await admin.execute("""UPDATE indexer.memory_chunks SET occurred_at = occurred_at - interval '1 day',
+                               session_key = 'agent:main:telegram:9', terms = to_tsvector('simple', 'lighthouse')
+                           WHERE tenant_id = $1 AND start_line % 3 = 0""", keys)  # fmt: skip
+    await admin.execute("UPDATE indexer.memory_chunks SET model = 'another-model' WHERE tenant_id = $1", keys)
+    await admin.execute("DELETE FROM indexer.memory_chunks WHERE tenant_id = $1 AND start_line % 5 = 0", keys)
+    assert len(await admin.fetch(KEYS, keys)) == 23  # start lines 0-28 and 30 (the transcript)
+    assert await admin.fetch(KEYS, keys) == await admin.fetch(CHUNKS_AS_KEYS, keys)
+    found = await admin.fetch(BY_BITMAP, keys, ["memory", "sessions"], None, "'lighthouse'", 300)
+    assert len(found) == 8

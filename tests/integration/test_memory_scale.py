@@ -37,7 +37,7 @@ CREATE TEMP TABLE noise AS SELECT n, (SELECT array_agg((random() - 0.5) * 0.6)::
     FROM generate_series(1, 512) WHERE n >= 0) AS v FROM generate_series(0, 999) n;
 DROP INDEX indexer.memory_chunks_hnsw_512;
 -- the full-text keys and the recency walk's index (term bits) serve no vector search: not kept up over 200k rows
-DROP INDEX indexer.memory_chunks_tenant_terms;
+DROP INDEX indexer.memory_chunk_keys_terms;
 DROP INDEX indexer.memory_chunks_recent;
 INSERT INTO indexer.memory_chunks (tenant_id, agent_id, source, path, start_line, end_line, text, terms,
     content_hash, model, dims, embedding)

@@ -23,7 +23,7 @@ from tests.integration.conftest import own_database_with_pgstattuple
 
 pytestmark = pytest.mark.integration
 
-INDEX = "indexer.memory_chunks_tenant_terms"
+INDEX = "indexer.memory_chunk_keys_terms"
 PENDING = f"SELECT pending_tuples FROM pgstatginindex('{INDEX}')"
 
 
