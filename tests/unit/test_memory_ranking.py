@@ -1,6 +1,7 @@
 """Memory search ranking, pure: fusion of both sides, decay of dated notes, MMR, and which sessions and
 notes take part at all."""
 
+from dataclasses import replace
 from datetime import date
 
 import numpy as np
@@ -128,7 +129,7 @@ def _t(key: str, words: str = "", cosine: float = 0.0, context: float = 0.5) -> 
 
 
 def test_a_message_is_ranked_by_its_conversation_its_words_and_its_meaning() -> None:
-    turns = [_t("words", "pottery class", 0.2), _t("meaning", "clay", 0.6), _t("neither", "kids", 0.1)]
+    turns = [_t("words", "pottery class", 0.2), _t("meaning", "clay", 0.4), _t("neither", "kids", 0.1)]
     scores = rank_turns(turns, [("pottery", 1.0)], adjacent=[])
     assert scores["words"] > scores["meaning"] > scores["neither"]
     # a better conversation lifts all of its messages
@@ -159,6 +160,29 @@ def test_the_answer_beside_a_matching_question_gains_from_its_neighbour() -> Non
     assert scores["question"] > scores["answer"] > scores["other"]
     alone = rank_turns(turns, [("pottery", 1.0)], adjacent=[], weights=TurnWeights(neighbour=0.0))
     assert alone["answer"] == pytest.approx(alone["other"])
+
+
+def test_a_short_answer_takes_its_meaning_from_the_lines_around_it() -> None:
+    # "what did the kids like at the museum?" asked; "they loved the dinosaurs" (own cosine 0.2) answers the
+    # question before it (0.7), in the same chunk as a stray line elsewhere of the same own cosine and words
+    turns = [
+        _t("question", "how did the kids like it", 0.7, context=0.4),
+        _t("answer", "they loved the dinosaurs", 0.2, context=0.4),
+        _t("stray", "they loved the weather", 0.2, context=0.4),
+        _t("chat", "see you soon", 0.1, context=0.4),
+    ]
+    adjacent = [("question", "answer"), ("answer", "question"), ("stray", "chat")]  # a repeat counts once
+    plain = TurnWeights(neighbour=0.0, conversation=0.0)
+    scores = rank_turns(turns, [("kid", 1.0)], adjacent, plain)
+    assert scores["answer"] > scores["stray"]
+    alone = rank_turns(turns, [("kid", 1.0)], adjacent, replace(plain, meaning_in_context=False))
+    assert alone["answer"] == pytest.approx(alone["stray"])
+    # the window's cosine is the mean of the line's and its neighbours'
+    lone = rank_turns([_t("only", "", 0.5, context=0.0)], [], [], replace(plain, words=0.0, context=0.0))
+    pair = rank_turns(turns[:2], [], [("question", "answer")], replace(plain, words=0.0, context=0.0))
+    assert lone["only"] == pytest.approx(0.5)
+    assert pair["answer"] == pytest.approx(pair["question"]) == pytest.approx((0.7 + 0.2) / 2)
+    assert all(0 <= v <= 1 for v in [*scores.values(), *alone.values()])
 
 
 def test_a_sitting_where_several_lines_speak_of_the_question_lifts_them_above_a_lucky_line() -> None:
