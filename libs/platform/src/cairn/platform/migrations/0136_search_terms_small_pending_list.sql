@@ -1,0 +1,17 @@
+-- Ingest throughput (issue 4): the messages' tenant-keyed GIN (0039) takes new rows into a small pending list again
+-- (0054 had turned it off), bounded at 256 kB (32 pages) instead of the default 4 MB.
+--
+-- With fastupdate off every key of every row is its own descent into the GIN: a message has ~34 distinct keys (a CJK
+-- run's unigrams and bigrams, tenant-qualified), and that was Postgres's largest cost per ingested message. With a
+-- pending list the rows are appended to it, and when it passes the limit the inserting statement merges the whole
+-- list into the tree in key order. Backend CPU per message, 200-row INSERTs like the indexer's of the standard
+-- bench's messages into a copy of the table (2 cores, load 5.3-5.8), 3 rounds: off 0.24-0.26 ms, 128 kB
+-- 0.12-0.21, 256 kB 0.15-0.19, 1 MB 0.11-0.14. The whole pipeline, `cairn bench load --throughput-only` (20k
+-- messages, 1000 tenants), off/on interleaved on one stack, 3 pairs at load 4-9.5: Postgres CPU 13.1/10.4,
+-- 13.2/10.0, 17.5/11.3 s; end to end 747/1069, 505/897, 698/670 msg/s.
+--
+-- Why 0054 turned it off still holds for a large list: every search that reads the keys also reads the whole list,
+-- whatever its tenant. At 256 kB that is at most 32 pages: 150 searches of 2-4 character fragments on a 22k-message
+-- index, list empty vs full (29 pages), 3 rounds at load 4.5-4.7: mean 3.75-4.55 vs 4.12-4.56 ms (1 MB, 110 pages:
+-- +0.5-1 ms; 128 kB: no difference seen). The entries are searchable at once either way (the list is read).
+ALTER INDEX indexer.messages_tenant_terms SET (fastupdate = on, gin_pending_list_limit = 256);
