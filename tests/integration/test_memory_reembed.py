@@ -139,6 +139,7 @@ async def test_a_changed_model_is_re_embedded_in_the_background_and_search_never
     await _old_replica_writes(pool, old, tenant, NOTES)
     await _old_replica_remembers(pool, old, tenant)
     assert await _models(pool, tenant) == ({OLD}, {OLD})
+    assert await _turns_read_in_context(pool, tenant, OLD)
     chunks = (await reads.status(tenant, "main", NEW))["chunks"]
     assert chunks["without_vector"] == chunks["memory_chunks"] + chunks["session_chunks"] == 3
 
@@ -149,6 +150,7 @@ async def test_a_changed_model_is_re_embedded_in_the_background_and_search_never
     try:
         assert await eventually(lambda: _all_new(pool, tenant)), await _models(pool, tenant)
         assert (await reads.status(tenant, "main", NEW))["chunks"]["without_vector"] == 0
+        assert await _turns_read_in_context(pool, tenant, NEW)  # re-embedded as they were first embedded
         assert (await _found(reads, tenant, "when does the passport expire"))[0] == "memory/bank/travel.md"
         embedded = _Embeddings.texts[NEW]
 
@@ -160,6 +162,20 @@ async def test_a_changed_model_is_re_embedded_in_the_background_and_search_never
     finally:
         worker.cancel()
         await asyncio.gather(worker, return_exceptions=True)
+
+
+async def _turns_read_in_context(pool: Pool, tenant: str, model: str) -> bool:
+    """Whether each remembered turn's vector is `model`'s of its line after the line before it (`turn_in_context`):
+    the first turn's of its line alone, the answer's of the question and the answer."""
+    question = "User: my sister Ana moves to Porto in June"
+    expected = [question, f"{question}\nAssistant: Porto is lovely in June, tell her to see the river"]
+    async with tenant_transaction(pool, tenant) as conn:
+        rows = await conn.fetch("SELECT embedding::real[] AS v FROM indexer.memory_turns ORDER BY position")
+    cosines = [
+        float(np.dot(r["v"], want) / (np.linalg.norm(r["v"]) * np.linalg.norm(want)))
+        for r, want in zip(rows, (_vector(model, text) for text in expected), strict=True)
+    ]
+    return len(rows) == 2 and min(cosines) > 0.999
 
 
 async def _all_new(pool: Pool, tenant: str) -> bool:

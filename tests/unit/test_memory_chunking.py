@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from cairn.memindex.chunking import chunk_lines, estimate_tokens, split_long
-from cairn.memindex.transcripts import Turn, render_turn, sitting_breaks
+from cairn.memindex.transcripts import Turn, render_turn, sitting_breaks, turn_in_context
 
 LINE = "word " * 19 + "end"  # 99 characters: 25 tokens
 
@@ -87,3 +87,11 @@ def test_turns_render_as_user_and_assistant_lines_with_the_speaker() -> None:
 def test_a_reset_or_a_pause_of_hours_starts_a_new_sitting() -> None:
     turns = [_turn(1, 0), _turn(2, 5), _turn(4, 6, reset=1), _turn(5, 7, reset=1), _turn(6, 7 + 4 * 60, reset=1)]
     assert sitting_breaks(turns) == frozenset({2, 4})
+
+
+def test_a_turn_is_embedded_after_the_line_before_it_in_its_sitting() -> None:
+    question, answer = _turn(1, 0, name="Ana"), _turn(2, 1, role="assistant")
+    assert turn_in_context(question, answer) == "User (Ana): hi there\nAssistant: hi there"
+    assert turn_in_context(None, question) == "User (Ana): hi there"  # the first of its session
+    assert turn_in_context(question, _turn(2, 1, reset=1)) == "User: hi there"  # after a reset
+    assert turn_in_context(question, _turn(2, 4 * 60)) == "User: hi there"  # hours later

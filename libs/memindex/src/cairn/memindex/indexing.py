@@ -16,7 +16,7 @@ from cairn.memindex.chunking import chunk_lines
 from cairn.memindex.embeddings import Embedder, Vectors
 from cairn.memindex.settings import MemoryIndexSettings
 from cairn.memindex.store import ChunkRow, Connection
-from cairn.memindex.transcripts import Turn, render_turn, sitting_breaks
+from cairn.memindex.transcripts import Turn, render_turn, sitting_breaks, turn_in_context
 from cairn.text import index_terms, to_tsvector_literal
 
 _DATED = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
@@ -98,15 +98,16 @@ class MemoryIndex:
     async def _turn_vectors(
         self, conn: Connection, tenant: uuid.UUID, session_id: uuid.UUID, start: int, turns: Sequence[Turn]
     ) -> None:
-        """A vector per new turn (its rendered line), so a search can tell which turns of a chunk it matches."""
+        """A vector per new turn (its line after the one before it, `turn_in_context`), so a search can tell which
+        turns of a chunk it matches."""
         model = self.embedder.model
         if model is None:
             return
         missing = await store.turns_without_vector(conn, tenant, session_id, start, model)
-        todo = [turn for turn in turns if turn.position in missing]
+        todo = [(before, turn) for before, turn in zip([None, *turns], turns, strict=False) if turn.position in missing]
         if todo:
-            vectors = await self.embedder.embed([render_turn(turn) for turn in todo])
-            await store.set_turn_vectors(conn, tenant, session_id, [t.position for t in todo], model, vectors)
+            vectors = await self.embedder.embed([turn_in_context(before, turn) for before, turn in todo])
+            await store.set_turn_vectors(conn, tenant, session_id, [t.position for _, t in todo], model, vectors)
 
     def session_rows(self, key: str, session_id: uuid.UUID, turns: Sequence[Turn]) -> list[ChunkRow]:
         lines = [render_turn(turn) for turn in turns]
@@ -135,10 +136,10 @@ class MemoryIndex:
             return len(rows)
         turns = await store.stale_turns(conn, tenant_id, agent, model, batch)
         if turns:
-            vectors = await self.embedder.embed([render_turn(turn) for _, turn in turns])
-            for session_id in {session_id for session_id, _ in turns}:
-                mine = [i for i, (s, _) in enumerate(turns) if s == session_id]
-                positions = [turns[i][1].position for i in mine]
+            vectors = await self.embedder.embed([turn_in_context(before, turn) for _, before, turn in turns])
+            for session_id in {session_id for session_id, _, _ in turns}:
+                mine = [i for i, (s, _, _) in enumerate(turns) if s == session_id]
+                positions = [turns[i][2].position for i in mine]
                 await store.set_turn_vectors(conn, tenant_id, session_id, positions, model, vectors[mine])
         return len(turns)
 

@@ -141,9 +141,17 @@ WHERE tenant_id = $1 AND agent_id = $2 AND model IS DISTINCT FROM $3
 LIMIT $4
 """
 STALE_TURNS = """
-SELECT session_id, position, reset_index, message_id::text, role, sender_name, text, occurred_at, external_id
-FROM indexer.memory_turns
-WHERE tenant_id = $1 AND agent_id = $2 AND (model < $3 OR model > $3)
+SELECT t.session_id, t.position, t.reset_index, t.message_id::text, t.role, t.sender_name, t.text, t.occurred_at,
+       t.external_id, b.position AS b_position, b.reset_index AS b_reset_index, b.message_id::text AS b_message_id,
+       b.role AS b_role, b.sender_name AS b_sender_name, b.text AS b_text, b.occurred_at AS b_occurred_at,
+       b.external_id AS b_external_id
+FROM indexer.memory_turns t
+LEFT JOIN LATERAL (
+    SELECT * FROM indexer.memory_turns p
+    WHERE p.tenant_id = t.tenant_id AND p.session_id = t.session_id AND p.position < t.position
+    ORDER BY p.position DESC LIMIT 1
+) b ON true
+WHERE t.tenant_id = $1 AND t.agent_id = $2 AND (t.model < $3 OR t.model > $3)
 LIMIT $4
 """
 TURNS_WITHOUT_VECTOR = """
@@ -353,15 +361,16 @@ async def stale_chunks(conn: Connection, tenant: uuid.UUID, agent: str, model: s
 
 async def stale_turns(
     conn: Connection, tenant: uuid.UUID, agent: str, model: str, limit: int
-) -> list[tuple[uuid.UUID, Turn]]:
-    """Turns whose vector is of another model (a turn without one is not chunked yet: it gets one then)."""
+) -> list[tuple[uuid.UUID, Turn | None, Turn]]:
+    """Turns whose vector is of another model (a turn without one is not chunked yet: it gets one then), each
+    with the turn before it in its session (None for the first), which its vector reads it after."""
     rows = await conn.fetch(STALE_TURNS, tenant, agent, model, limit)
-    return [(r["session_id"], _turn(r)) for r in rows]
+    return [(r["session_id"], None if r["b_position"] is None else _turn(r, "b_"), _turn(r)) for r in rows]
 
 
-def _turn(r: Any) -> Turn:
+def _turn(r: Any, prefix: str = "") -> Turn:
     fields = ("position", "reset_index", "message_id", "role", "sender_name", "text", "occurred_at", "external_id")
-    return Turn(*(r[f] for f in fields))
+    return Turn(*(r[prefix + f] for f in fields))
 
 
 async def set_vectors(

@@ -70,9 +70,21 @@ def clean_text(text: str) -> str:
 
 def sitting_breaks(turns: Sequence[Turn]) -> frozenset[int]:
     """Indexes of turns that begin a new sitting: after a reset, or after a long pause."""
-    return frozenset(
-        index
-        for index in range(1, len(turns))
-        if turns[index].reset_index != turns[index - 1].reset_index
-        or turns[index].occurred_at - turns[index - 1].occurred_at >= PAUSE
-    )
+    return frozenset(index for index in range(1, len(turns)) if not _same_sitting(turns[index - 1], turns[index]))
+
+
+def _same_sitting(before: Turn, turn: Turn) -> bool:
+    return turn.reset_index == before.reset_index and turn.occurred_at - before.occurred_at < PAUSE
+
+
+def turn_in_context(before: Turn | None, turn: Turn) -> str:
+    """What a turn's own vector is made of: its line after the line before it, if that was said in the same
+    sitting. A short answer ("they loved the dinosaur exhibit") says what it is about only with the question it
+    answers, and a line's vector alone is noisy. LoCoMo `--mode all` (quality17): session R@5 0.912 -> 0.918,
+    multi-hop 0.638 -> 0.646, open-domain 0.434 -> 0.557, temporal 0.989 -> 0.978, turn R@10 0.819 -> 0.814;
+    MemoryBank-cn/-en Hit@1 1.0 -> 1.0. With the next line as well it did no better offline (0.916, and the
+    vector would have to change when the next line arrives)."""
+    line = render_turn(turn)
+    if before is None or not _same_sitting(before, turn):
+        return line
+    return f"{render_turn(before)}\n{line}"
