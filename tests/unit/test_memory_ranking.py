@@ -239,3 +239,23 @@ def test_a_lines_query_words_are_found_as_full_tokenizing_finds_them(query: str)
         found, length = words.of([line])
         assert sorted(found) == sorted(t for t in index_terms(line) if t in set(asked.lexemes)), line
         assert length >= len(line.split(": ", 1)[-1].split())
+
+
+def test_a_speakers_name_counts_in_their_own_lines_not_where_others_speak_to_them() -> None:
+    """A question naming Caroline asks for her lines; Melanie's "Wow, Caroline, …" only speaks to her. A name
+    nobody among the lines speaks under (Jon) still counts where a line says it."""
+    lines = [
+        "User (Caroline): I went to a support group on Sunday.",
+        "User (Melanie): Wow, Caroline, your group sounds awesome!",
+        "User (Melanie): Jon and Caroline met at the support group.",
+    ]
+    asked = build_query("What did Caroline and Jon do at the support group?")
+    assert asked is not None
+    caroline, jon = index_terms("Caroline"), index_terms("Jon")
+    words = _LineWords(asked.lexemes, lines)
+    own, spoken_to, about = (words.of([line])[0] for line in lines)
+    assert set(caroline) <= set(own)
+    assert not set(caroline) & set(spoken_to)
+    assert set(jon) <= set(about)
+    assert not set(caroline) & set(about)
+    assert set(caroline) <= set(_LineWords(asked.lexemes).of([lines[1]])[0])  # without the speakers: any mention

@@ -231,7 +231,7 @@ def _rank_messages(
             if aligned:
                 lines.setdefault(message, {})[texts[i]] = None
         adjacent += zip(detail.message_ids, detail.message_ids[1:], strict=False)
-    words = _LineWords([lexeme for lexeme, _ in query])
+    words = _LineWords([lexeme for lexeme, _ in query], [line for texts in lines.values() for line in texts])
     turns = []
     for message, score in context.items():
         terms, length = words.of(list(lines.get(message, ())))
@@ -242,28 +242,42 @@ def _rank_messages(
 class _LineWords:
     """The query's lexemes in a transcript line, and the line's length in words, without tokenizing every
     line: a line is tokenized only when its text contains a lexeme's first letters (a stem only changes a
-    word's ending), and the speaker label (`User (Ana): `) once per label."""
+    word's ending), and the speaker label (`User (Ana): `) once per label.
 
-    def __init__(self, lexemes: Sequence[str]) -> None:
+    A speaker's name (a label's word, among `speaking`: the candidate lines) counts in its own lines' labels,
+    not where another line's text says it: there it mostly speaks to that person ("Wow, Caroline, your group
+    sounds awesome!"), and a question naming Caroline asks for what she said or did. LoCoMo `--mode memory`
+    (quality17): session R@5 0.918 -> 0.918, R@1 0.722 -> 0.724, MRR 0.843 -> 0.845, turn R@10 0.814 -> 0.815;
+    replayed offline session R@5 0.922 -> 0.924 (0.922 counting such a mention at a quarter)."""
+
+    def __init__(self, lexemes: Sequence[str], speaking: Sequence[str] = ()) -> None:
         self._asked = frozenset(lexemes)
         self._needles = {lexeme[: max(3, len(lexeme) - 2)] for lexeme in lexemes}
         self._labels: dict[str, list[str]] = {}
+        for line in speaking:
+            self._label(line)
+        self._names = frozenset(term for terms in self._labels.values() for term in terms)
 
     def of(self, lines: Sequence[str]) -> tuple[list[str], int]:
         found: list[str] = []
         length = 0
         for line in lines:
-            label, sep, body = line.partition(": ")
-            if not sep:
-                label, body = "", line
-            if label not in self._labels:
-                self._labels[label] = [t for t in index_terms(label) if t in self._asked]
-            found += self._labels[label]
+            label, body = self._label(line)
+            found += label
             length += len(body.split()) + 1
             folded = unicodedata.normalize("NFKC", body).lower().replace("'", "").replace("\u2019", "")
             if any(needle in folded for needle in self._needles):
-                found += [t for t in _terms_of(body) if t in self._asked]
+                found += [t for t in _terms_of(body) if t in self._asked and t not in self._names]
         return found, length
+
+    def _label(self, line: str) -> tuple[list[str], str]:
+        """The query's words in the line's speaker label, and the line's text."""
+        label, sep, body = line.partition(": ")
+        if not sep:
+            label, body = "", line
+        if label not in self._labels:
+            self._labels[label] = [t for t in index_terms(label) if t in self._asked]
+        return self._labels[label], body
 
 
 @lru_cache(maxsize=16384)
