@@ -205,6 +205,18 @@ def test_a_sitting_where_several_lines_speak_of_the_question_lifts_them_above_a_
     assert without["first"] == pytest.approx(without["lucky"])
 
 
+def test_the_sittings_words_do_not_outweigh_a_line_that_means_what_is_asked() -> None:
+    """Since a turn's vector reads it after the line before it, its meaning is steadier, and its sitting's words
+    weigh less (0.15 -> 0.1): a line meaning what is asked (cosine 0.8) outranks one with the asked word and
+    little meaning (0.15) in a sitting that has the word, where it lost before."""
+    meant = Turn("meant", [], 0.8, 0.5, conversation="monday")
+    worded = Turn("worded", ["museum"], 0.15, 0.5, conversation="friday")
+    scores = rank_turns([meant, worded], [("museum", 1.0)], adjacent=[])
+    assert scores["meant"] > scores["worded"]
+    before = rank_turns([meant, worded], [("museum", 1.0)], adjacent=[], weights=TurnWeights(conversation=0.15))
+    assert before["meant"] < before["worded"]
+
+
 def test_the_bench_ranks_messages_across_hits_by_their_own_scores() -> None:
     hits = [
         {"score": 0.9, "message_ids": ["a1", "a2"], "message_scores": [0.8, 0.3]},
