@@ -26,6 +26,7 @@ from cairn.memindex import MemoryIndex, store
 from cairn.memindex.embeddings import OpenAICompatibleEmbedder
 from cairn.memindex.settings import EmbeddingSettings, MemoryIndexSettings
 from cairn.memindex.transcripts import Turn
+from cairn.platform.migrations import available_migrations
 from cairn.platform.postgres import create_pool, tenant_transaction
 from cairn.platform.settings import PostgresSettings
 from cairn.recall.memory_queries import MemoryReads, Where
@@ -159,6 +160,47 @@ async def test_a_changed_model_is_re_embedded_in_the_background_and_search_never
         assert await eventually(lambda: _all_new(pool, tenant)), await _models(pool, tenant)
         assert (await _found(reads, tenant, "what is the cat called"))[0] == "memory/bank/pets.md"
         assert _Embeddings.texts[NEW] == embedded + 1  # only the new chunk: what was done is not redone
+    finally:
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+
+
+async def test_turn_vectors_made_from_their_line_alone_are_re_embedded_in_context(
+    database: str, pool: Pool, embeddings_url: str
+) -> None:
+    """Turn vectors stored before a turn's vector read its line in context were made from the line alone under the
+    same model id. 0141 marks them as of another model: search leaves them out, and the worker re-embeds them in
+    context, so one model id never holds both kinds."""
+    tenant = str(uuid.uuid4())
+    new, reads = _index(embeddings_url, NEW), MemoryReads(pool)
+    await _old_replica_remembers(pool, new, tenant)
+    alone = ["User: my sister Ana moves to Porto in June",
+             "Assistant: Porto is lovely in June, tell her to see the river"]  # fmt: skip
+    async with tenant_transaction(pool, tenant) as conn:  # what the index held before turn_in_context
+        for position, line in enumerate(alone):
+            await conn.execute(
+                "UPDATE indexer.memory_turns SET embedding = $1::real[]::vector WHERE position = $2",
+                _vector(NEW, line), position,
+            )  # fmt: skip
+        said = [r["id"] for r in await conn.fetch("SELECT message_id::text AS id FROM indexer.memory_turns")]
+    assert not await _turns_read_in_context(pool, tenant, NEW)
+    query = _vector(NEW, "Porto in June")
+    assert len(await reads.turn_cosines(tenant, said, NEW, query)) == 2
+
+    owner = await asyncpg.connect(database.replace("cairn_app@", "postgres@"))
+    try:
+        await owner.execute("INSERT INTO ingest.tenants (tenant_id, name) VALUES ($1, 'alone')", uuid.UUID(tenant))
+        await owner.execute(next(m.sql for m in available_migrations() if m.version == 141))
+    finally:
+        await owner.close()
+    assert (await _models(pool, tenant))[1] == {f"{NEW} (line alone)"}
+    assert await reads.turn_cosines(tenant, said, NEW, query) == {}  # left out, not compared
+
+    worker = asyncio.create_task(MemoryWorker(pool, new).run())
+    try:
+        assert await eventually(lambda: _all_new(pool, tenant)), await _models(pool, tenant)
+        assert await _turns_read_in_context(pool, tenant, NEW)
+        assert len(await reads.turn_cosines(tenant, said, NEW, query)) == 2
     finally:
         worker.cancel()
         await asyncio.gather(worker, return_exceptions=True)
