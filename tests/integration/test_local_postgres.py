@@ -5,6 +5,7 @@ import asyncpg
 import pytest
 
 from cairn.local import LocalStack
+from cairn.local.infra import SHARED_BUFFERS
 from cairn.local.stack import MAX_SOCKET_PATH
 
 pytestmark = pytest.mark.integration
@@ -45,3 +46,12 @@ async def test_a_socket_path_too_long_falls_back_to_tcp(stack: LocalStack) -> No
     assert far.postgres_url() == f"postgresql://cairn_app@127.0.0.1:{stack.state.ports['postgres']}/cairn"
     # the same port: an existing server is reachable through it
     assert await _server_address(far.postgres_url("postgres")) == "127.0.0.1"
+
+
+async def test_postgres_runs_with_the_buffer_cache_of_the_k8s_cluster(stack: LocalStack) -> None:
+    """Not the default 128 MB, which a 100k-chunk agent's memory search reads through on every query."""
+    conn = await asyncpg.connect(stack.postgres_url("postgres"))
+    try:
+        assert await conn.fetchval("SHOW shared_buffers") == SHARED_BUFFERS == "1GB"
+    finally:
+        await conn.close()

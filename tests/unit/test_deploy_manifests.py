@@ -34,6 +34,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from cairn.local.infra import SHARED_BUFFERS
+
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "deploy" / "docker" / "Dockerfile"
@@ -849,6 +851,16 @@ def test_cnpg_cluster_runs_pgvector_and_creates_the_database() -> None:
     assert any("CREATE EXTENSION IF NOT EXISTS vector" in sql for sql in initdb["postInitApplicationSQL"])
     for key, value in spec["postgresql"]["parameters"].items():
         assert isinstance(value, str), f"postgresql parameter {key} must be a string"
+
+
+def test_postgres_has_the_same_buffer_cache_in_k8s_compose_and_the_local_stack() -> None:
+    """A large agent's memory search reads its HNSW graph and chunk rows from the buffer cache: with the default
+    128 MB they are read again from the OS on every query (about 340 reads per search at 100k chunks)."""
+    size = load_one(CNPG_CLUSTER)["spec"]["postgresql"]["parameters"]["shared_buffers"]
+    command = compose()["services"]["postgres"]["command"]
+    assert command[0] == "postgres"
+    assert f"shared_buffers={size}" in command[1:], "compose runs postgres with the cluster's shared_buffers"
+    assert size == SHARED_BUFFERS, "the local stack starts postgres with the cluster's shared_buffers"
 
 
 # --------------------------------------------------------------------------------------------------

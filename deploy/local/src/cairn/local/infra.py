@@ -18,6 +18,9 @@ from pathlib import Path
 from cairn.local.processes import spawn, stop_pid, wait_for_port
 
 PG_SYSTEM_USER = "cairn-postgres"
+# The buffer cache of the k8s cluster (k8s/values/cnpg-cluster.yaml) and of compose. With the default 128 MB a
+# 100k-chunk agent's memory search re-reads its HNSW graph and chunk rows from the OS on every query.
+SHARED_BUFFERS = "1GB"
 PREPARE_OWNER = """
 DO $$ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{owner}') THEN
@@ -97,7 +100,7 @@ class Postgres:
         self._copy_binaries()
         if not (self.data / "PG_VERSION").exists():
             self._initdb()
-        options = f"-h 127.0.0.1 -p {port} -k {self.data} -c max_connections=300"
+        options = f"-h 127.0.0.1 -p {port} -k {self.data} -c max_connections=300 -c shared_buffers={SHARED_BUFFERS}"
         if not self.durable:  # throwaway test clusters: trade crash safety for speed
             options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         log = self.home / "logs" / "postgres.log"
