@@ -195,12 +195,14 @@ async def test_turn_vectors_made_from_their_line_alone_are_re_embedded_in_contex
         await owner.close()
     assert (await _models(pool, tenant))[1] == {f"{NEW} (line alone)"}
     assert await reads.turn_cosines(tenant, said, NEW, query) == {}  # left out, not compared
+    assert (await reads.status(tenant, "main", NEW))["turns"]["without_vector"] == 2  # and shown as work left
 
     worker = asyncio.create_task(MemoryWorker(pool, new).run())
     try:
         assert await eventually(lambda: _all_new(pool, tenant)), await _models(pool, tenant)
         assert await _turns_read_in_context(pool, tenant, NEW)
         assert len(await reads.turn_cosines(tenant, said, NEW, query)) == 2
+        assert (await reads.status(tenant, "main", NEW))["turns"]["without_vector"] == 0
     finally:
         worker.cancel()
         await asyncio.gather(worker, return_exceptions=True)

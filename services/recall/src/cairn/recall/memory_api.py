@@ -67,12 +67,15 @@ class IndexCounts(BaseModel):
     memory_chunks: int
     session_chunks: int
     chunks_without_current_vector: int
+    messages_without_current_vector: int = Field(
+        description="remembered messages whose own vector is not yet of the configured model"
+    )
 
 
 class PendingWork(BaseModel):
     sessions: int = Field(description="remembered sessions with turns waiting for their debounce")
     documents: int = Field(description="documents whose current version is not chunked yet")
-    reembed: int = Field(description="chunks waiting for a vector of the configured model")
+    reembed: int = Field(description="chunks and remembered messages waiting for a vector of the configured model")
 
 
 class MemoryStatus(BaseModel):
@@ -139,13 +142,15 @@ async def memory_status(tenant: Tenant, request: Request, agent_id: AgentId = "m
     reads: MemoryReads = runtime_of(request).extras["memory_reads"]
     raw = await reads.status(tenant, agent_id, embedder.model)
     chunks, pending, documents = raw["chunks"], raw["pending"], raw["documents"]
-    reembed = int(chunks["without_vector"]) if embedder.model else 0
+    stale_chunks = int(chunks["without_vector"]) if embedder.model else 0
+    stale_messages = int(raw["turns"]["without_vector"]) if embedder.model else 0
     counts = IndexCounts(
         documents=chunks["documents"],
         chunks=chunks["memory_chunks"] + chunks["session_chunks"],
         memory_chunks=chunks["memory_chunks"],
         session_chunks=chunks["session_chunks"],
-        chunks_without_current_vector=reembed,
+        chunks_without_current_vector=stale_chunks,
+        messages_without_current_vector=stale_messages,
     )
     now = datetime.now(UTC)
     oldest = [t for t in (pending["oldest"], documents["oldest"]) if t is not None]
@@ -157,18 +162,27 @@ async def memory_status(tenant: Tenant, request: Request, agent_id: AgentId = "m
         documents=counts.documents,
         chunks=counts.chunks,
         counts=counts,
-        pending=PendingWork(sessions=pending["sessions"], documents=documents["documents"], reembed=reembed),
+        pending=PendingWork(
+            sessions=pending["sessions"], documents=documents["documents"], reembed=stale_chunks + stale_messages
+        ),
         index_lag_s=round(max(((now - t).total_seconds() for t in oldest), default=0.0), 3),
         last_indexed_at=chunks["last_indexed_at"],
-        fallbacks=_fallbacks(embedder, reembed),
+        fallbacks=_fallbacks(embedder, stale_chunks, stale_messages),
     )
 
 
-def _fallbacks(embedder: Embedder, reembed: int) -> list[str]:
+def _fallbacks(embedder: Embedder, stale_chunks: int, stale_messages: int) -> list[str]:
     if embedder.model is None:
         return ["lexical only: no embedding provider is configured (CAIRN_EMBEDDING_PROVIDER=none)"]
-    if reembed:
-        return [
-            f"re-embedding: {reembed} chunks are found by their words only until they have a {embedder.model} vector"
-        ]
-    return []
+    found = []
+    if stale_chunks:
+        found.append(
+            f"re-embedding: {stale_chunks} chunks are found by their words only until they have a {embedder.model} "
+            "vector"
+        )
+    if stale_messages:
+        found.append(
+            f"re-embedding: {stale_messages} remembered messages are ranked without their own meaning until they "
+            f"have a {embedder.model} vector"
+        )
+    return found

@@ -149,6 +149,13 @@ SELECT count(*) FILTER (WHERE source = 'memory') AS memory_chunks,
        max(indexed_at) AS last_indexed_at
 FROM indexer.memory_chunks WHERE tenant_id = $1 AND agent_id = $2
 """
+# Remembered messages whose own vector is of another model (or made before 0141): ranked without their own meaning
+# until the memory worker re-embeds them. A message without any vector is not chunked yet (pending sessions). `<`
+# or `>` (not IS DISTINCT FROM) so the (tenant_id, model) index finds only those: none, once re-embedded.
+STATUS_TURNS = """
+SELECT count(*) AS without_vector FROM indexer.memory_turns
+WHERE tenant_id = $1 AND agent_id = $2 AND (model < $3 OR model > $3)
+"""
 STATUS_PENDING = """
 SELECT count(*) AS sessions, min(first_at) AS oldest FROM indexer.memory_pending WHERE tenant_id = $1 AND agent_id = $2
 """
@@ -329,9 +336,15 @@ class MemoryReads:
         tenant_id = uuid.UUID(tenant)
         async with tenant_transaction(self._pool, tenant) as conn:
             chunks = await conn.fetchrow(STATUS_CHUNKS, tenant_id, agent, model)
+            turns = await conn.fetchrow(STATUS_TURNS, tenant_id, agent, model)
             pending = await conn.fetchrow(STATUS_PENDING, tenant_id, agent)
             documents = await conn.fetchrow(STATUS_DOCUMENTS, tenant_id, agent)
-        return {"chunks": dict(chunks or {}), "pending": dict(pending or {}), "documents": dict(documents or {})}
+        return {
+            "chunks": dict(chunks or {}),
+            "turns": dict(turns or {}),
+            "pending": dict(pending or {}),
+            "documents": dict(documents or {}),
+        }
 
 
 def _detail(r: asyncpg.Record) -> ChunkDetail:
