@@ -7,7 +7,17 @@ import re
 import pytest
 
 from cairn.cli.bench_lag import REQUEST_MESSAGES, Tally, merge, schedule, short_of_asked
-from cairn.cli.bench_load import as_user, lag_rate_rows, lag_report, percentiles, slowest, table
+from cairn.cli.bench_load import (
+    DRAIN_CEILING,
+    POLL_FLOOR,
+    as_user,
+    lag_rate_rows,
+    lag_report,
+    next_poll,
+    percentiles,
+    slowest,
+    table,
+)
 from cairn.cli.chatgen import Traffic, chat_text, zipf_weights
 from cairn.cli.main import _parser, load_settings
 
@@ -134,3 +144,17 @@ def test_a_throughput_only_run_prints_the_throughput_rows_alone() -> None:
     put = {"raw_msg_per_s": 5000.0, "accepted_msg_per_s": 1500.0, "end_to_end_msg_per_s": 1250.0, "ratio_to_raw": 0.25}
     rows = table({"throughput": put, "index_lag": {}, "search": {}})
     assert [value for _, value, _ in rows] == ["5,000.0", "1,500.0", "1,250.0", "25.0%"]
+
+
+def test_the_end_of_a_run_is_polled_no_later_than_the_backlog_could_drain() -> None:
+    """Waiting for a backlog, the bench looks again when it could have drained at the earliest (at a rate well above
+    any pipeline here), so a large backlog costs few consumer listings and the end is still seen within the floor."""
+    assert next_poll(0) == next_poll(1) == POLL_FLOOR
+    assert next_poll(10_000) == pytest.approx(0.5)
+    assert next_poll(10**9) == 1.0
+    for busy in (1, 500, 2_000, 8_000, 15_000):
+        assert next_poll(busy) <= max(POLL_FLOOR, busy / DRAIN_CEILING)
+    rounds, backlog = 0, 10_000.0
+    while backlog > 0:  # a backlog of 10k draining at 2k/s takes 5 s: ~100 rounds at a fixed 50 ms
+        backlog, rounds = backlog - 2_000 * next_poll(int(backlog)), rounds + 1
+    assert rounds < 40

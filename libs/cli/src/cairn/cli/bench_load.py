@@ -46,6 +46,12 @@ LIMIT $4
 # in every run, and the output says so.
 SETTLE = "VACUUM (ANALYZE) indexer.messages"
 NOTHING = "zzqxjvw"  # a query that matches nothing: cheap, for read-your-writes checks only
+# `quiet` lists the NATS consumers to see when the pipeline is done, and that listing costs the bench client and
+# nats-server CPU (~5 ms a round), taken from the pipeline it measures. So the next round comes when the backlog
+# could have drained at the earliest: at DRAIN_CEILING messages/s, well above any pipeline here (the raw baseline's
+# pull consumer alone drains ~10k/s), never later than POLL_CEILING and never sooner than POLL_FLOOR, which is then
+# also how late the end can be seen.
+POLL_FLOOR, POLL_CEILING, DRAIN_CEILING = 0.05, 1.0, 20_000.0
 
 
 @dataclass(frozen=True)
@@ -143,7 +149,7 @@ class LoadRun:
                             busy += (info.num_pending or 0) + (info.num_ack_pending or 0)
                 if not busy:
                     return time.perf_counter()
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(next_poll(busy))
         finally:
             await nc.close()
 
@@ -233,6 +239,11 @@ def raw_rows(run: LoadRun, chats: list[Chat]) -> list[dict[str, str]]:
          "text": m["text"], "occurred_at": now}
         for c in chats for m in c.messages
     ]  # fmt: skip
+
+
+def next_poll(busy: int) -> float:
+    """Seconds until `quiet` looks again, with `busy` messages pending or unacked (see DRAIN_CEILING)."""
+    return min(POLL_CEILING, max(POLL_FLOOR, busy / DRAIN_CEILING))
 
 
 async def throughput(run: LoadRun) -> dict[str, Any]:
