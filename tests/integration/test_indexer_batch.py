@@ -3,6 +3,7 @@
 per-agent read-your-writes positions in one more. The memory index's transcript consumer takes several
 tenants' events in one transaction as well."""
 
+import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeAlias
@@ -13,7 +14,7 @@ import pytest
 from cairn.events import Event, ResetBoundary, SessionCreated, SessionForked, TranscriptAppended
 from cairn.indexer.handlers import IndexerProjection
 from cairn.indexer.memory_handlers import MemoryTranscripts, build_memory_handlers
-from cairn.memindex import LocalEmbedder, MemoryIndex, MemoryIndexSettings
+from cairn.memindex import LocalEmbedder, MemoryIndex, MemoryIndexSettings, store
 from cairn.platform.consumer import BatchHandlers, Delivery, PerEvent
 from cairn.platform.postgres import tenant_transaction, tenants_transaction
 from cairn.text import build_query
@@ -299,3 +300,41 @@ async def test_the_memory_worker_finds_turns_of_another_model_of_every_tenant_in
     assert mine == sorted(zip(tenants, [1, 2, 3], strict=True))
     reading_turns = [plan for plan in plans if "memory_turns" in plan]
     assert len(reading_turns) == 1, "\n".join(reading_turns)
+
+
+async def _remembering(pool: Pool, tenant: str, agent: str, remember: bool) -> None:
+    async with tenant_transaction(pool, tenant) as conn:
+        assert await store.save_remember(conn, uuid.UUID(tenant), agent, remember, 1) is remember
+
+
+async def test_a_batch_marks_no_session_of_an_agent_that_does_not_remember(projector_pool: Pool, admin: Any) -> None:
+    """Turns of an agent whose setting does not remember are kept and its position advances, but its sessions get
+    no debounce mark (the worker would only drop it, and it held back the agent's memory read-your-writes); an
+    agent that remembers, and one never configured, get theirs."""
+    tenant = str(uuid.uuid4())
+    await _remembering(projector_pool, tenant, "quiet", False)
+    await _remembering(projector_pool, tenant, "main", True)
+    events: list[Event] = [appended(tenant, agent, 1, f"{agent} says hello", seq=seq)
+                           for seq, agent in enumerate(("quiet", "main", "fresh"), start=40)]  # fmt: skip
+    await apply(projector_pool, events, MemoryTranscripts(MemoryIndex(LocalEmbedder(), MemoryIndexSettings())))
+    state = await memory_state(admin, tenant)
+    assert sorted(r[0] for r in state["turns"]) == ["fresh", "main", "quiet"]
+    assert sorted(r[0] for r in state["pending"]) == ["fresh", "main"]
+    assert state["progress"] == [("fresh", 42), ("main", 41), ("quiet", 40)]
+
+
+async def test_a_batch_waits_for_an_agent_turning_remembering_on_and_marks_its_session(
+    projector_pool: Pool, admin: Any
+) -> None:
+    """The setting is read FOR SHARE: while another transaction turns remembering on (it marks the sessions it can
+    see, which do not include this batch's), the batch waits, then reads the new setting and marks the session."""
+    tenant = str(uuid.uuid4())
+    await _remembering(projector_pool, tenant, "main", False)
+    handlers = MemoryTranscripts(MemoryIndex(LocalEmbedder(), MemoryIndexSettings()))
+    async with tenant_transaction(projector_pool, tenant) as turning_on:
+        assert await store.save_remember(turning_on, uuid.UUID(tenant), "main", True, 2) is True
+        batch = asyncio.create_task(apply(projector_pool, [appended(tenant, "main", 1, "hello", seq=50)], handlers))
+        await asyncio.sleep(0.5)
+        assert not batch.done(), "the batch waits for the setting being changed"
+    await asyncio.wait_for(batch, 10)
+    assert [r[0] for r in (await memory_state(admin, tenant))["pending"]] == ["main"]

@@ -69,11 +69,20 @@ SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::int[], $5::int[], $
     $9::text[], $10::text[], $11::timestamptz[], $12::text[])
 ON CONFLICT DO NOTHING
 """
+# A session of an agent whose stored setting does not remember gets no mark: the worker would only drop it again
+# (0096), and meanwhile it held back the agent's memory read-your-writes. The setting is read FOR SHARE: a
+# transaction turning remembering on (it marks every session of the agent it can see) waits for this one, or this
+# one waits for it and then reads the new setting, so no session is left unmarked. No stored setting remembers.
 MARK_PENDING_MANY = """
 INSERT INTO indexer.memory_pending AS p (tenant_id, agent_id, session_id, session_key, first_at, first_seq, due_at)
 SELECT tenant_id, agent_id, session_id, session_key, now(), first_seq, now() + make_interval(secs => $5::float8)
 FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $7::bigint[])
     AS s(tenant_id, agent_id, session_id, session_key, first_seq)
+WHERE NOT EXISTS (
+    SELECT FROM indexer.memory_agents a
+    WHERE a.tenant_id = s.tenant_id AND a.agent_id = s.agent_id AND NOT a.remember
+    FOR SHARE
+)
 ON CONFLICT (tenant_id, session_id) DO UPDATE
 SET due_at = least(now() + make_interval(secs => $5::float8), p.first_at + make_interval(secs => $6::float8)),
     first_seq = least(p.first_seq, excluded.first_seq)
@@ -284,7 +293,8 @@ async def write_transcript_batch(
     """A batch of transcript events of any tenants of the transaction, in one statement:
     - `turns` as `(tenant, agent, session id, key, Turn)`; a turn stored before (same position or message) is
       left as it is;
-    - `mark_pending` for each `(tenant, session id)`;
+    - `mark_pending` for each `(tenant, session id)`, unless the agent's stored setting does not remember (no mark
+      for the worker to drop; see MARK_PENDING_MANY);
     - `advance` for each `(tenant, agent)`."""
     if not (turns or pending or reached):
         return
