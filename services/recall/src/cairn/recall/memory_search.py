@@ -5,7 +5,8 @@ A transcript chunk holds about twenty turns and its vector is their average; eac
 has a vector of its own, so a conversation chunk is scored by its own vector and its best turn. Every
 message of the transcript candidates is then scored on its own (`rank_turns`: its conversation's score,
 its words, its meaning, its neighbours), so a hit lists its messages most relevant first with their
-scores, and a caller can rank messages across hits.
+scores, and a caller can rank messages across hits. MMR picks the chunks, but the best `limit` messages
+are always listed (`keep_best_messages`): a chunk it left out as a near-duplicate comes back if it alone holds one.
 """
 
 import asyncio
@@ -24,7 +25,17 @@ from cairn.memindex import Embedder
 from cairn.memindex.embeddings import RemoteEmbeddingError
 from cairn.recall.memory_dates import Day, days_named, month_days, on_day
 from cairn.recall.memory_queries import ChunkDetail, MemoryReads, Where
-from cairn.recall.memory_ranking import Candidate, RankingOptions, Turn, coverage, decay, fuse, mmr, rank_turns
+from cairn.recall.memory_ranking import (
+    Candidate,
+    RankingOptions,
+    Turn,
+    coverage,
+    decay,
+    fuse,
+    keep_best_messages,
+    mmr,
+    rank_turns,
+)
 from cairn.text import build_query, index_terms, snippet
 
 log = logging.getLogger(__name__)
@@ -107,6 +118,8 @@ class MemorySearch:
         if query.min_score is not None:
             ranked = [c for c in ranked if round(c.score, 6) >= query.min_score]  # as reported
         picked = mmr(ranked, vectors, query.limit, self._options.mmr_lambda)
+        held = {c.key: details[c.key].message_ids for c in ranked if details[c.key].source == "sessions"}
+        picked = keep_best_messages(picked, ranked, held, messages, query.limit)
         terms = parsed.terms if parsed else ()
         found.hits = [self._hit(details[c.key], c.score, terms, query.agent, messages) for c in picked]
         return found
