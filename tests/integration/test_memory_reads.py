@@ -425,10 +425,10 @@ async def test_the_status_counts_come_from_an_index_only_scan_in_path_order(
 async def test_lexical_candidates_are_scored_as_they_are_found_and_only_their_scores_are_sorted(
     app_pool: Pool,
 ) -> None:
-    """The lexical statement keeps (chunk_id, score) per match, not the match's terms: a chunk of 20 turns has 5-7 kB
-    of them, which were copied into the statement's CTE, sorted by chunk id to deduplicate, then ranked. Only the
-    functions' scans (and the score computed from them) read terms; the same scores as ranking by definition, for a
-    query where both functions run and find the same chunks."""
+    """The lexical statement keeps (chunk_id, score) per candidate, not its terms: a chunk of 20 turns has 5-7 kB
+    of them. Only the functions' scans, the bounded sort that keeps each function's best matches by ts_rank and
+    the scores computed from them read terms; the same scores as ranking by definition, for a query where both
+    functions run and find the same chunks (fewer than asked for: all of them are candidates)."""
     tenant = str(uuid.uuid4())
     texts = ["the lighthouse keeper retired in june", "the lighthouse needs a keeper", "a keeper of bees",
              "the old lighthouse", "retired sailors meet at the harbour"]  # fmt: skip
@@ -451,5 +451,34 @@ async def test_lexical_candidates_are_scored_as_they_are_found_and_only_their_sc
         if "->" in line or not line.startswith(" "):
             node = line.strip().removeprefix("->").strip()
         elif line.strip().startswith("Output:") and ".terms" in line:
-            assert node.startswith(("Function Scan", "Result")), "\n".join(plan)
-    assert any(n in "\n".join(plan) for n in ("Unique",)), "\n".join(plan)
+            assert node.startswith(("Function Scan", "Sort", "Limit", "Subquery Scan", "Result")), "\n".join(plan)
+    assert not any(line.strip().startswith("CTE Scan") and "terms" in line for line in plan), "\n".join(plan)
+
+
+async def test_lexical_candidates_are_the_matches_holding_most_asked_words_scored_by_cover_density(
+    app_pool: Pool,
+) -> None:
+    """Of more matches than asked for, the candidates are those ts_rank puts first (how many of the asked words a
+    chunk holds, each with a saturating frequency), not those ts_rank_cd puts first (the total count of asked
+    words: one word said six times outranks two words once each); a candidate's score is still ts_rank_cd's.
+    Cover() walks every position of the asked words, so ranking each function's hundreds of matches by it
+    was most of the lexical statement's ranking cost at 100k chunks; now only the best `limit` are."""
+    tenant = str(uuid.uuid4())
+    repeated, both, alone = await _write(app_pool, tenant, [
+        _row("keeper keeper keeper keeper keeper keeper", 1), _row("the lighthouse keeper", 2),
+        _row("a keeper of bees", 3),
+    ])  # fmt: skip
+    built = build_query("lighthouse keeper retired")
+    assert built is not None
+    reads = MemoryReads(app_pool)
+    found = await _lexical(reads, _where(tenant), "lighthouse keeper retired", limit=1)
+    assert list(found) == [both]
+    async with tenant_transaction(app_pool, tenant) as conn:
+        cover = await conn.fetchval(
+            "SELECT ts_rank_cd(terms, $2::tsquery, 32) FROM indexer.memory_chunks WHERE chunk_id = $1::uuid",
+            both, built.any_terms,
+        )  # fmt: skip
+    assert found[both] == float(cover)
+    everything = await _lexical(reads, _where(tenant), "lighthouse keeper retired", limit=3)
+    assert max(everything, key=lambda key: everything[key]) == repeated  # all ranked: the same scores as before
+    assert set(everything) == {repeated, both, alone}

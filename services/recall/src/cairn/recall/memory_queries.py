@@ -28,33 +28,38 @@ _FILTER = """tenant_id = $1 AND agent_id = $2 AND source = ANY($3::text[])
   AND ($4::text IS NULL OR session_key IS DISTINCT FROM $4)"""
 
 # Lexical candidates: the most recent $7 chunks matching every term and, only when they are fewer than the
-# $8 asked for, the most recent $7 matching any term, ranked by ts_rank_cd plus 1 for every term. A chunk with
-# every term outranks any partial match, and every full match among the most recent $7 partial ones is among
-# the most recent $7 full ones, so the top $8 are the same as ranking both sets together (an older chunk with
-# every term is never crowded out by recent partial matches). Matching runs in a function (migration 0031 says
-# why), so a rare term reads its few matches from the (tenant_id, terms) index and a frequent one walks the
-# agent's chunks back in time: the work is bounded by the cap, not by the agent's size. Each match is scored as it
-# comes out of the function, so only (chunk_id, score) pairs are kept, deduplicated and sorted, not the chunks'
-# terms (5-7 kB each for 20 turns of conversation); a chunk found by both functions has the same terms, so the
-# same score either way.
-_SCORE = "ts_rank_cd(terms, CAST($5 AS tsquery), 32) + CASE WHEN terms @@ CAST($6 AS tsquery) THEN 1.0 ELSE 0.0 END"
-LEXICAL = f"""
+# $8 asked for, the most recent $7 matching any term that are not among them. A chunk with every term scores
+# ts_rank_cd plus 1, any other ts_rank_cd (plus 1 if it has every term after all: only when $7 < $8), so a chunk
+# with every term outranks any partial match, and every full match among the most recent $7 partial ones is among
+# the most recent $7 full ones (an older chunk with every term is never crowded out by recent partial matches).
+# Matching runs in a function (migration 0031 says why), so a rare term reads its few matches from the
+# (tenant_id, terms) index and a frequent one walks the agent's chunks back in time: the work is bounded by the
+# cap, not by the agent's size.
+#
+# Of each function's matches only the best $8 by ts_rank are scored by ts_rank_cd (its Cover() walks every
+# position of the asked words: ~16 us a chunk of 20 LoCoMo turns, against ~1.7 us for ts_rank, which reads
+# them once), and only (chunk_id, score) pairs are kept and sorted, not the chunks' terms (5-7 kB each). So
+# which matches become candidates is decided by how many of the asked words a chunk holds, each counted with a
+# saturating frequency (ts_rank), not by their total count (ts_rank_cd: a name in every line's speaker label
+# outweighs the other words); a candidate's score is ts_rank_cd as before. A query with at most $8 matches gets
+# the same candidates and scores. Measured (/work/notes/memsearch18.md): on the realistic 100k seed the
+# statement's backend CPU, median per-question ratio 0.77 (p50 14.0 -> 10.4 ms); `cairn bench retrieval --mode
+# memory` on LoCoMo writes byte-identical results; at 100k, where the final hits do change, those holding a
+# gold line of the question: Hit@8 0.597 -> 0.597, MRR 0.235 -> 0.243.
+LEXICAL = """
 WITH every AS MATERIALIZED (
-    SELECT chunk_id, {_SCORE} AS score
-    FROM indexer.matching_memory_chunks($1, $2, $3::text[], $4, CAST($6 AS tsquery), $7)
-),
-candidates AS (
-    SELECT DISTINCT ON (chunk_id) chunk_id, score
-    FROM (
-        SELECT chunk_id, score FROM every
-        UNION ALL
-        SELECT chunk_id, {_SCORE}
-        FROM indexer.matching_memory_chunks($1, $2, $3::text[], $4, CAST($5 AS tsquery), $7)
-        WHERE CAST($5 AS tsquery) <> CAST($6 AS tsquery) AND (SELECT count(*) FROM every) < $8
-    ) matches
-    ORDER BY chunk_id
+    SELECT chunk_id, ts_rank_cd(terms, CAST($5 AS tsquery), 32) + 1.0 AS score
+    FROM (SELECT chunk_id, terms FROM indexer.matching_memory_chunks($1, $2, $3::text[], $4, CAST($6 AS tsquery), $7)
+          ORDER BY ts_rank(terms, CAST($5 AS tsquery)) DESC, chunk_id LIMIT $8) best
 )
-SELECT chunk_id, score FROM candidates
+SELECT chunk_id, score FROM every
+UNION ALL
+SELECT chunk_id,
+       ts_rank_cd(terms, CAST($5 AS tsquery), 32) + CASE WHEN terms @@ CAST($6 AS tsquery) THEN 1.0 ELSE 0.0 END
+FROM (SELECT chunk_id, terms FROM indexer.matching_memory_chunks($1, $2, $3::text[], $4, CAST($5 AS tsquery), $7)
+      WHERE CAST($5 AS tsquery) <> CAST($6 AS tsquery) AND (SELECT count(*) FROM every) < $8
+        AND chunk_id NOT IN (SELECT chunk_id FROM every)
+      ORDER BY ts_rank(terms, CAST($5 AS tsquery)) DESC, chunk_id LIMIT $8) best
 ORDER BY score DESC, chunk_id
 LIMIT $8
 """
