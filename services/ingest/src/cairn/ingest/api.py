@@ -18,7 +18,7 @@ from cairn.ingest.store import AgentConfigs, TenantStore
 from cairn.platform.auth import ApiKeys, Tenant, bearer_token
 from cairn.platform.problems import Problem, problem_response, validation_problem
 from cairn.platform.publisher import EventPublisher
-from cairn.platform.runtime import runtime_of, settings_of
+from cairn.platform.runtime import Runtime, runtime_of, settings_of
 
 router = APIRouter()
 _inbound = TypeAdapter(InboundMessage)
@@ -107,14 +107,18 @@ def _incognito_key(message: InboundMessage) -> str | None:
     return message.session_key if message.session_key and is_incognito(message.session_key) else None
 
 
-async def _keep_incognito(request: Request, tenant: str, message: InboundMessage, key: str) -> Accepted:
+async def _keep_incognito(runtime: Runtime, tenant: str, message: InboundMessage, key: str) -> Accepted:
     """In memory only: never published, so never persisted, indexed or compacted."""
-    stored = await incognito.append(runtime_of(request).extras["incognito"], tenant, key, message)
+    stored = await incognito.append(runtime.extras["incognito"], tenant, key, message)
     return Accepted(event_id=stored.message_id, session_key=key, position=str(stored.position))
 
 
 def _configs(request: Request) -> AgentConfigs:
-    configs: AgentConfigs = runtime_of(request).extras["agent_configs"]
+    return _runtime_configs(runtime_of(request))
+
+
+def _runtime_configs(runtime: Runtime) -> AgentConfigs:
+    configs: AgentConfigs = runtime.extras["agent_configs"]
     return configs
 
 
@@ -151,7 +155,7 @@ async def post_message(message: InboundMessage, tenant: Tenant, request: Request
     thread, once it is held in memory)."""
     _refuse(message, ingest_settings(request).max_text_bytes)
     if (key := _incognito_key(message)) is not None:
-        return await _keep_incognito(request, tenant, message, key)
+        return await _keep_incognito(runtime_of(request), tenant, message, key)
     publisher = runtime_of(request).publisher
     return (await _publish_messages(publisher, [await _event_for(_configs(request), tenant, message)]))[0]
 
@@ -159,22 +163,29 @@ async def post_message(message: InboundMessage, tenant: Tenant, request: Request
 @router.post("/v1/messages/batch", status_code=202, response_model=BatchResult, tags=["messages"])
 async def post_batch(batch: Batch, tenant: Tenant, request: Request) -> BatchResult:
     """Import up to 1000 messages in order; each item is accepted or gets its own error."""
-    results: list[dict[str, Any]] = [{} for _ in batch.messages]
+    return await accept_batch(runtime_of(request), tenant, batch.messages)
+
+
+async def accept_batch(runtime: Runtime, tenant: str, messages: list[dict[str, Any]]) -> BatchResult:
+    """The batch route's work once its key and body are valid (also run by `cairn.ingest.fast`)."""
+    results: list[dict[str, Any]] = [{} for _ in messages]
     events: list[tuple[int, MessageReceived]] = []
-    max_text_bytes, configs = ingest_settings(request).max_text_bytes, _configs(request)
-    for index, raw in enumerate(batch.messages):
+    settings = runtime.settings
+    assert isinstance(settings, IngestSettings)
+    max_text_bytes, configs = settings.max_text_bytes, _runtime_configs(runtime)
+    for index, raw in enumerate(messages):
         try:
             message = _inbound.validate_python(raw)
             _refuse(message, max_text_bytes)
             if (key := _incognito_key(message)) is not None:
-                results[index] = (await _keep_incognito(request, tenant, message, key)).model_dump()
+                results[index] = (await _keep_incognito(runtime, tenant, message, key)).model_dump()
             else:
                 events.append((index, await _event_for(configs, tenant, message)))
         except ValidationError as error:
             results[index] = _item_error(error, max_text_bytes)
         except Problem as problem:
             results[index] = {"error": {"status": problem.status, "errors": problem.errors or []}}
-    accepted = await _publish_messages(runtime_of(request).publisher, [e for _, e in events])
+    accepted = await _publish_messages(runtime.publisher, [e for _, e in events])
     for (index, _), item in zip(events, accepted, strict=True):
         results[index] = item.model_dump()
     return BatchResult(accepted=sum("error" not in r for r in results), results=results)

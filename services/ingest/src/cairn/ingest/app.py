@@ -2,8 +2,10 @@
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
+from starlette.middleware import Middleware
 
 from cairn.ingest import agents_api, api, memory_api, sessions_api
+from cairn.ingest.fast import BatchFastPath
 from cairn.ingest.inbox import Inbox
 from cairn.ingest.outcomes import WriteOutcomes
 from cairn.ingest.sessions import SessionDirectory
@@ -39,6 +41,7 @@ def create_app(settings: IngestSettings) -> FastAPI:
         description="The write door: messages, session commands, agent configs, memory writes, admin.",
     )
     app.add_exception_handler(RequestValidationError, api.on_validation_error)
+    app.user_middleware.append(Middleware(BatchFastPath))  # innermost: inside the trace context's middleware
     return app
 
 
