@@ -3,6 +3,7 @@ resolved through a SECURITY DEFINER function, the one read that crosses tenants.
 
 import hashlib
 import time
+from collections.abc import Mapping
 from typing import Annotated
 
 import asyncpg
@@ -38,11 +39,16 @@ class ApiKeys:
         return str(tenant)
 
 
+def bearer_key(headers: Mapping[str, str]) -> str | None:
+    """The key of an `Authorization: Bearer <key>` header, or None when there is none."""
+    scheme, _, token = headers.get("authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
 def bearer_token(request: Request) -> str:
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    if (key := bearer_key(request.headers)) is None:
         raise Problem(401, "Send your API key as 'Authorization: Bearer <key>'.")
-    return token.strip()
+    return key
 
 
 async def current_tenant(request: Request) -> str:

@@ -59,8 +59,11 @@ class CreatedTenant(BaseModel):
     api_key: str = Field(description="shown once; only its hash is stored")
 
 
+MAX_BATCH = 1000  # messages per batch request (also read by `cairn.ingest.fast`)
+
+
 class Batch(BaseModel):
-    messages: list[dict[str, Any]] = Field(min_length=1, max_length=1000)
+    messages: list[dict[str, Any]] = Field(min_length=1, max_length=MAX_BATCH)
 
 
 class BatchResult(BaseModel):

@@ -20,12 +20,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from cairn.ingest.api import BatchResult, accept_batch
-from cairn.platform.auth import ApiKeys
+from cairn.ingest.api import MAX_BATCH, BatchResult, accept_batch
+from cairn.platform.auth import ApiKeys, bearer_key
 from cairn.platform.runtime import Runtime
 
 PATH = "/v1/messages/batch"
-MAX_MESSAGES = 1000  # Batch.messages' max_length
 _result_json = TypeAdapter(BatchResult)
 
 
@@ -36,17 +35,11 @@ def batch_messages(body: bytes) -> list[dict[str, Any]] | None:
     except ValueError:
         return None
     messages = data.get("messages") if type(data) is dict else None
-    if type(messages) is not list or not 1 <= len(messages) <= MAX_MESSAGES:
+    if type(messages) is not list or not 1 <= len(messages) <= MAX_BATCH:
         return None
     if not all(type(m) is dict for m in messages):
         return None
     return messages
-
-
-def bearer(headers: Headers) -> str | None:
-    """The key as `cairn.platform.auth.bearer_token` reads it, or None where that one refuses."""
-    scheme, _, token = headers.get("authorization", "").partition(" ")
-    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
 async def _read_body(receive: Receive) -> tuple[bytes, list[Message]]:
@@ -104,7 +97,7 @@ class BatchFastPath:
         headers = Headers(scope=scope)
         if headers.get("content-type") != "application/json":
             return None
-        key = bearer(headers)
+        key = bearer_key(headers)
         messages = batch_messages(body) if key is not None else None
         if key is None or messages is None:
             return None

@@ -42,7 +42,7 @@ _FILTER = """tenant_id = $1 AND agent_id = $2 AND source = ANY($3::text[])
 # which matches become candidates is decided by how many of the asked words a chunk holds, each counted with a
 # saturating frequency (ts_rank), not by their total count (ts_rank_cd: a name in every line's speaker label
 # outweighs the other words); a candidate's score is ts_rank_cd as before. A query with at most $8 matches gets
-# the same candidates and scores. Measured (/work/notes/memsearch18.md): on the realistic 100k seed the
+# the same candidates and scores. Measured on the realistic 100k seed (memsearch18), the
 # statement's backend CPU, median per-question ratio 0.77 (p50 14.0 -> 10.4 ms); `cairn bench retrieval --mode
 # memory` on LoCoMo writes byte-identical results; at 100k, where the final hits do change, those holding a
 # gold line of the question: Hit@8 0.597 -> 0.597, MRR 0.235 -> 0.243.
