@@ -69,7 +69,12 @@ def runtime_of(request: Request) -> Runtime:
 
 def settings_of(request: Request, kind: type[SettingsT]) -> SettingsT:
     """The service's own settings class, typed, for routes that need its fields."""
-    settings = runtime_of(request).settings
+    return runtime_settings(runtime_of(request), kind)
+
+
+def runtime_settings(runtime: Runtime, kind: type[SettingsT]) -> SettingsT:
+    """`settings_of` for code that holds the runtime rather than a request."""
+    settings = runtime.settings
     if not isinstance(settings, kind):
         raise TypeError(f"this service runs with {type(settings).__name__}, not {kind.__name__}")
     return settings

@@ -18,7 +18,7 @@ from cairn.ingest.store import AgentConfigs, TenantStore
 from cairn.platform.auth import ApiKeys, Tenant, bearer_token
 from cairn.platform.problems import Problem, problem_response, validation_problem
 from cairn.platform.publisher import EventPublisher
-from cairn.platform.runtime import Runtime, runtime_of, settings_of
+from cairn.platform.runtime import Runtime, runtime_of, runtime_settings, settings_of
 
 router = APIRouter()
 _inbound = TypeAdapter(InboundMessage)
@@ -116,11 +116,7 @@ async def _keep_incognito(runtime: Runtime, tenant: str, message: InboundMessage
     return Accepted(event_id=stored.message_id, session_key=key, position=str(stored.position))
 
 
-def _configs(request: Request) -> AgentConfigs:
-    return _runtime_configs(runtime_of(request))
-
-
-def _runtime_configs(runtime: Runtime) -> AgentConfigs:
+def _configs(runtime: Runtime) -> AgentConfigs:
     configs: AgentConfigs = runtime.extras["agent_configs"]
     return configs
 
@@ -160,7 +156,7 @@ async def post_message(message: InboundMessage, tenant: Tenant, request: Request
     if (key := _incognito_key(message)) is not None:
         return await _keep_incognito(runtime_of(request), tenant, message, key)
     publisher = runtime_of(request).publisher
-    return (await _publish_messages(publisher, [await _event_for(_configs(request), tenant, message)]))[0]
+    return (await _publish_messages(publisher, [await _event_for(_configs(runtime_of(request)), tenant, message)]))[0]
 
 
 @router.post("/v1/messages/batch", status_code=202, response_model=BatchResult, tags=["messages"])
@@ -173,9 +169,7 @@ async def accept_batch(runtime: Runtime, tenant: str, messages: list[dict[str, A
     """The batch route's work once its key and body are valid (also run by `cairn.ingest.fast`)."""
     results: list[dict[str, Any]] = [{} for _ in messages]
     events: list[tuple[int, MessageReceived]] = []
-    settings = runtime.settings
-    assert isinstance(settings, IngestSettings)
-    max_text_bytes, configs = settings.max_text_bytes, _runtime_configs(runtime)
+    max_text_bytes, configs = runtime_settings(runtime, IngestSettings).max_text_bytes, _configs(runtime)
     for index, raw in enumerate(messages):
         try:
             message = _inbound.validate_python(raw)
