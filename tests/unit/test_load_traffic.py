@@ -11,6 +11,7 @@ from cairn.cli.bench_load import (
     DRAIN_CEILING,
     POLL_FLOOR,
     as_user,
+    client_cpu,
     lag_rate_rows,
     lag_report,
     next_poll,
@@ -92,7 +93,7 @@ def test_the_workers_schedules_add_up_to_the_asked_rate_evenly_spaced() -> None:
 
 
 def test_merged_tallies_add_counts_and_keep_each_tenants_highest_position() -> None:
-    first, second = Tally(sent=10, behind_ms=[1.0]), Tally(sent=5, behind_ms=[2.0])
+    first, second = Tally(sent=10, behind_ms=[1.0], cpu_s=0.5), Tally(sent=5, behind_ms=[2.0], cpu_s=0.25)
     first.record(1, [7, 9], answered=0.0, stop=1.0)
     second.record(1, [8], answered=2.0, stop=1.0)
     second.record(2, [4], answered=0.0, stop=1.0)
@@ -100,6 +101,16 @@ def test_merged_tallies_add_counts_and_keep_each_tenants_highest_position() -> N
     assert (total.sent, total.accepted_in_window, total.accepted) == (15, 3, 4)
     assert total.tenants == {1: (3, 9), 2: (1, 4)}
     assert total.behind_ms == [1.0, 2.0]
+    assert total.cpu_s == 0.75, "the sender processes' CPU adds up"
+
+
+def test_the_bench_reports_its_own_cpu_per_message_and_share_of_a_core() -> None:
+    assert client_cpu(1.5, 3000, 10.0) == {
+        "client_cpu_s": 1.5, "client_cpu_ms_per_message": 0.5, "client_cpu_share_of_a_core": 0.15,
+    }  # fmt: skip
+    assert client_cpu(0.0, 0, 0.0)["client_cpu_ms_per_message"] == 0.0, "a phase that posted nothing"
+    report = lag_report(570.0, 10.0, [40.0], Tally(sent=5700, accepted=5700, accepted_in_window=5500, cpu_s=2.0))
+    assert (report["client_cpu_ms_per_message"], report["client_cpu_share_of_a_core"]) == (0.351, 0.2)
 
 
 def test_the_lag_report_flags_an_accepted_rate_short_of_the_asked_one() -> None:

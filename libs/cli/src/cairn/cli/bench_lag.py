@@ -58,6 +58,7 @@ class Tally:
     behind_ms: list[float] = field(default_factory=list)  # how late each request left against its schedule (client)
     answer_ms: list[float] = field(default_factory=list)  # from leaving to its 202 (the API, and the wire)
     tenants: dict[int, tuple[int, int]] = field(default_factory=dict)  # rank -> (messages posted, highest position)
+    cpu_s: float = 0.0  # the sender process's CPU from the window's start to its last answer: the bench's own cost
 
     def leave(self, messages: int, due: float, left: float, stop: float) -> None:
         self.behind_ms.append(max(0.0, left - due) * 1000)
@@ -92,6 +93,7 @@ def merge(tallies: list[Tally]) -> Tally:
         total.sent += tally.sent
         total.accepted_in_window += tally.accepted_in_window
         total.accepted += tally.accepted
+        total.cpu_s += tally.cpu_s
         total.behind_ms += tally.behind_ms
         total.answer_ms += tally.answer_ms
         for rank, (posted, highest) in tally.tenants.items():
@@ -112,7 +114,7 @@ async def post_load(plan: LagPlan, worker: int, ready: Barrier) -> Tally:
     traffic = Traffic(len(plan.keys), plan.seed + 1 + worker, plan.zipf, run=f"lag{worker}")
     limits = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
     async with httpx.AsyncClient(base_url=plan.endpoints["CAIRN_INGEST_URL"], timeout=120, limits=limits) as ingest:
-        start = started(ready)
+        start, cpu = started(ready), time.process_time()
         stop = start + plan.seconds
 
         async def post(rank: int, messages: list[dict[str, str]], due: float) -> None:
@@ -135,6 +137,7 @@ async def post_load(plan: LagPlan, worker: int, ready: Barrier) -> Tally:
             await asyncio.sleep(max(0.0, due - time.monotonic()))
             sent.append(asyncio.create_task(post(chat.tenant, chat.messages, due)))
         await asyncio.gather(*sent)
+    tally.cpu_s = time.process_time() - cpu
     return tally
 
 

@@ -254,17 +254,18 @@ async def throughput(run: LoadRun) -> dict[str, Any]:
     nats_url, postgres = run.endpoints["CAIRN_NATS_URL"], as_user(run.endpoints["CAIRN_POSTGRES_URL"], "postgres")
     rows = raw_rows(run, chats)
     before = await raw_throughput(nats_url, postgres, rows)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     await run.blast(iter(chats), count)
     accepted = time.perf_counter() - start
     searchable = await run.quiet() - start
+    cpu = time.process_time() - cpu  # the bench's own CPU while it measured: posting and watching the consumers
     await run.drain()  # and the public API agrees: every tenant's last write is searchable
     after = await raw_throughput(nats_url, postgres, rows)
     raw, cairn = (before + after) / 2, count / searchable  # raw before and after: the machine's speed drifts
     return {
         "messages": count, "raw_msg_per_s": round(raw, 1), "raw_before_after": [round(before), round(after)],
         "accepted_msg_per_s": round(count / accepted, 1), "end_to_end_msg_per_s": round(cairn, 1),
-        "ratio_to_raw": round(cairn / raw, 3),
+        "ratio_to_raw": round(cairn / raw, 3), **client_cpu(cpu, count, searchable),
     }  # fmt: skip
 
 
@@ -295,7 +296,15 @@ def lag_report(rate: float, seconds: float, lags: list[float], tally: Tally) -> 
             "accepted_share_of_asked": round(reached / rate, 3) if rate else 0.0,
             "short_of_asked": short_of_asked(rate, reached), "send_behind_schedule_p50_p99_ms": list(behind),
             "load_answer_p50_p99_ms": list(answer),
+            **client_cpu(tally.cpu_s, tally.accepted, seconds),
             "probes": len(lags), "lag_p50_ms": p50, "lag_p99_ms": p99}  # fmt: skip
+
+
+def client_cpu(seconds: float, messages: int, window: float) -> dict[str, float]:
+    """The bench client's own CPU over a timed phase, per message and as a share of one core: the measurement's
+    overhead, taken from the same cores as the services it measures."""
+    return {"client_cpu_s": round(seconds, 2), "client_cpu_ms_per_message": round(1000 * seconds / max(messages, 1), 3),
+            "client_cpu_share_of_a_core": round(seconds / window, 3) if window else 0.0}  # fmt: skip
 
 
 async def search_latency(run: LoadRun, ranks: dict[str, int]) -> dict[str, Any]:
