@@ -6,9 +6,14 @@ asked 50 %: one Python process could not issue and parse that many requests, the
 probes shared its GIL. Here each worker process has its own HTTP client and paces its share of the rate by a fixed
 schedule (it never waits for an answer before sending the next request), and the probes get a process too. The
 pacing and the accounting are pure functions below, unit-tested without clocks.
+
+The workers post with the lean client of bench_http, their requests generated and encoded before the window: with
+httpx each request took ~2.5-4 ms of a worker's CPU on this 2-core machine, the workers fell seconds behind the
+schedule and counted their own queueing as the API's answer time.
 """
 
 import asyncio
+import itertools
 import multiprocessing
 import random
 import time
@@ -22,12 +27,14 @@ from typing import Any
 
 import httpx
 
-from cairn.cli.chatgen import Traffic
+from cairn.cli.bench_http import Answer, Client, encode_json
+from cairn.cli.chatgen import Chat, Traffic
 
 # Messages per load request by default: the throughput phase's request size, so that half its message rate is half
 # its requests too. In requests of 5 (`--lag-batch 5`, a live chat's trickle) the same message rate asks the API for
 # twice the requests/s the throughput phase sustained, and ingest's cost per request, not the index, bounds it.
 REQUEST_MESSAGES = 20
+BATCH_PATH = "/v1/messages/batch"
 PROBE_GAP_S = 0.25  # a probe every 125–375 ms
 CONNECTIONS = 64  # per load worker
 SHORT = 0.10  # the table flags an accepted rate more than this far below the asked one
@@ -107,37 +114,64 @@ def short_of_asked(asked: float, accepted: float) -> bool:
     return accepted < (1 - SHORT) * asked
 
 
+@dataclass(frozen=True)
+class Posting:
+    """One load request as it goes on the wire, encoded before the timed window, and whose messages it holds."""
+
+    tenant: int  # rank
+    messages: int
+    wire: bytes
+
+
+def postings(client: Client, keys: tuple[str, ...], chats: Iterator[Chat]) -> Iterator[Posting]:
+    """Each chat as a `/v1/messages/batch` request of its tenant, the body as httpx encoded `json=`."""
+    for chat in chats:
+        body = encode_json({"messages": chat.messages})
+        wire = client.post(BATCH_PATH, body, {"Authorization": f"Bearer {keys[chat.tenant]}"})
+        yield Posting(chat.tenant, len(chat.messages), wire)
+
+
+def positions(answer: Answer) -> list[int]:
+    """The positions a `/v1/messages/batch` answer gave its messages (raises on anything but 2xx)."""
+    return [int(r["position"]) for r in answer.raise_for_status().json()["results"]]
+
+
 async def post_load(plan: LagPlan, worker: int, ready: Barrier) -> Tally:
     """Post this worker's share of the rate for the window once every process is `ready`, open loop; wait for
-    every answer."""
+    every answer.
+
+    Everything that is not the send itself happens before the window: the schedule's requests are generated and
+    encoded (the same traffic as generating each just before its send), so the loop's CPU in the window is the
+    lean client's write and parse (bench_http), and a busy machine delays the sends as little as it can."""
     tally = Tally()
     traffic = Traffic(len(plan.keys), plan.seed + 1 + worker, plan.zipf, run=f"lag{worker}")
-    limits = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
-    async with httpx.AsyncClient(base_url=plan.endpoints["CAIRN_INGEST_URL"], timeout=120, limits=limits) as ingest:
+    offsets = list(schedule(plan.rate, plan.workers, worker, 0.0, plan.seconds, plan.batch))
+    ingest = Client(plan.endpoints["CAIRN_INGEST_URL"])
+    load = list(itertools.islice(postings(ingest, plan.keys, traffic.requests(plan.batch)), len(offsets)))
+    # Requests wait for a connection here, and the wait counts as behind schedule: when the API answers slowly,
+    # the output says so.
+    connections = asyncio.Semaphore(CONNECTIONS)
+
+    async def post(posting: Posting, due: float) -> None:
+        async with connections:
+            left = time.monotonic()
+            tally.leave(posting.messages, due, left, stop)
+            answer = await ingest.send(posting.wire)
+        answered = time.monotonic()
+        tally.answer_ms.append((answered - left) * 1000)
+        tally.record(posting.tenant, positions(answer), answered, stop)
+
+    try:
         start, cpu = started(ready), time.process_time()
-        stop = start + plan.seconds
-
-        async def post(rank: int, messages: list[dict[str, str]], due: float) -> None:
-            headers = {"Authorization": f"Bearer {plan.keys[rank]}"}
-            async with connections:
-                left = time.monotonic()
-                tally.leave(len(messages), due, left, stop)
-                response = await ingest.post("/v1/messages/batch", json={"messages": messages}, headers=headers)
-            answered = time.monotonic()
-            tally.answer_ms.append((answered - left) * 1000)
-            tally.record(
-                rank, [int(r["position"]) for r in response.raise_for_status().json()["results"]], answered, stop
-            )
-
-        # Requests wait for a connection here, not in httpx's pool (whose waiting queue is scanned on every
-        # change), and the wait counts as behind schedule: when the API answers slowly, the output says so.
-        connections, sent, chats = asyncio.Semaphore(CONNECTIONS), [], traffic.requests(plan.batch)
-        for due in schedule(plan.rate, plan.workers, worker, start, stop, plan.batch):
-            chat = next(chats)  # generated before the wait: the send itself is what is paced
+        stop, sent = start + plan.seconds, []
+        for offset, posting in zip(offsets, load, strict=True):
+            due = start + offset
             await asyncio.sleep(max(0.0, due - time.monotonic()))
-            sent.append(asyncio.create_task(post(chat.tenant, chat.messages, due)))
+            sent.append(asyncio.create_task(post(posting, due)))
         await asyncio.gather(*sent)
-    tally.cpu_s = time.process_time() - cpu
+        tally.cpu_s = time.process_time() - cpu
+    finally:
+        await ingest.aclose()
     return tally
 
 

@@ -20,7 +20,17 @@ import asyncpg
 import httpx
 import nats
 
-from cairn.cli.bench_lag import REQUEST_MESSAGES, LagPlan, Tally, run_phase, short_of_asked
+from cairn.cli.bench_http import Client
+from cairn.cli.bench_lag import (
+    REQUEST_MESSAGES,
+    LagPlan,
+    Posting,
+    Tally,
+    positions,
+    postings,
+    run_phase,
+    short_of_asked,
+)
 from cairn.cli.bench_raw import raw_throughput
 from cairn.cli.chatgen import Chat, Traffic
 from cairn.events import INGEST_STREAM, SESSION_STREAM
@@ -84,9 +94,10 @@ class Tenant:
 class LoadRun:
     endpoints: dict[str, str]
     settings: LoadSettings
-    ingest: httpx.AsyncClient
+    ingest: httpx.AsyncClient  # provisioning
     recall: httpx.AsyncClient
     traffic: Traffic
+    load: Client  # the load's posts: the lean client (bench_http), its requests encoded before they are timed
     tenants: list[Tenant] = field(default_factory=list)
     posted: int = 0
 
@@ -110,25 +121,25 @@ class LoadRun:
 
         self.tenants = list(await asyncio.gather(*(create(r) for r in range(self.settings.tenants))))
 
-    async def post(self, chat: Chat) -> list[int]:
-        response = await self.ingest.post(
-            "/v1/messages/batch", json={"messages": chat.messages}, headers=self.headers(chat.tenant)
-        )
-        positions = [int(r["position"]) for r in response.raise_for_status().json()["results"]]
-        tenant = self.tenants[chat.tenant]
-        tenant.posted, tenant.position = tenant.posted + len(positions), max(tenant.position, *positions)
-        self.posted += len(positions)
-        return positions
+    def postings(self, chats: Iterator[Chat]) -> Iterator[Posting]:
+        return postings(self.load, tuple(t.key for t in self.tenants), chats)
 
-    async def blast(self, chats: Iterator[Chat], count: int) -> None:
+    async def post(self, posting: Posting) -> list[int]:
+        given = positions(await self.load.send(posting.wire))
+        tenant = self.tenants[posting.tenant]
+        tenant.posted, tenant.position = tenant.posted + len(given), max(tenant.position, *given)
+        self.posted += len(given)
+        return given
+
+    async def blast(self, load: Iterator[Posting], count: int) -> None:
         """Post `count` messages as fast as the API takes them, `concurrency` requests at a time."""
         left = [count]
 
         async def worker() -> None:
             while left[0] > 0:
-                chat = next(chats)
-                left[0] -= len(chat.messages)
-                await self.post(chat)
+                posting = next(load)
+                left[0] -= posting.messages
+                await self.post(posting)
 
         await asyncio.gather(*(worker() for _ in range(self.settings.concurrency)))
 
@@ -252,10 +263,10 @@ async def throughput(run: LoadRun) -> dict[str, Any]:
     chats = [next(run.traffic.requests(size)) for _ in range(run.settings.throughput_messages // size)]
     count = len(chats) * size
     nats_url, postgres = run.endpoints["CAIRN_NATS_URL"], as_user(run.endpoints["CAIRN_POSTGRES_URL"], "postgres")
-    rows = raw_rows(run, chats)
+    rows, load = raw_rows(run, chats), list(run.postings(iter(chats)))  # encoded before the clock starts
     before = await raw_throughput(nats_url, postgres, rows)
     start, cpu = time.perf_counter(), time.process_time()
-    await run.blast(iter(chats), count)
+    await run.blast(iter(load), count)
     accepted = time.perf_counter() - start
     searchable = await run.quiet() - start
     cpu = time.process_time() - cpu  # the bench's own CPU while it measured: posting and watching the consumers
@@ -330,12 +341,12 @@ async def search_latency(run: LoadRun, ranks: dict[str, int]) -> dict[str, Any]:
 
 async def fill_and_search(run: LoadRun) -> dict[str, Any]:
     """Keep posting through the API until the index holds each `--search-at` count, then time searches."""
-    chats, found = run.traffic.requests(run.settings.batch), {}
+    load, found = run.postings(run.traffic.requests(run.settings.batch)), {}
     for target in sorted(run.settings.search_at):
         stored = await run.stored()
         while stored < target and run.posted < run.settings.messages:
             step = min(target - stored, 50_000, run.settings.messages - run.posted)
-            await run.blast(chats, step)
+            await run.blast(load, step)
             await run.quiet()
             stored = await run.stored()
             print(f"  index holds {stored:,} messages", flush=True)
@@ -361,21 +372,30 @@ async def run_load(endpoints: dict[str, str], settings: LoadSettings) -> dict[st
         httpx.AsyncClient(base_url=endpoints["CAIRN_INGEST_URL"], timeout=120, limits=limits) as ingest,
         httpx.AsyncClient(base_url=endpoints["CAIRN_RECALL_URL"], timeout=120, limits=limits) as recall,
     ):
-        run = LoadRun(endpoints, settings, ingest, recall, Traffic(settings.tenants, settings.seed, settings.zipf))
-        print(f"provisioning {settings.tenants} tenants", flush=True)
-        await run.provision()
-        await run.quiet()  # their agent configs are applied before anything is timed
-        print("throughput: raw baseline, then cairn end to end", flush=True)
-        measured = await throughput(run)
-        print(f"  {measured}", flush=True)
-        if settings.throughput_only:
-            return summary(run, measured, {}, {})
-        print("index lag at half that throughput", flush=True)
-        lag = await index_lag(run, 0.5 * measured["end_to_end_msg_per_s"])
-        await run.quiet()
-        print(f"  {lag}", flush=True)
-        print("search latency as the index grows", flush=True)
-        search = await fill_and_search(run)
+        traffic, load = Traffic(settings.tenants, settings.seed, settings.zipf), Client(endpoints["CAIRN_INGEST_URL"])
+        run = LoadRun(endpoints, settings, ingest, recall, traffic, load)
+        try:
+            return await phases(run)
+        finally:
+            await load.aclose()
+
+
+async def phases(run: LoadRun) -> dict[str, Any]:
+    settings = run.settings
+    print(f"provisioning {settings.tenants} tenants", flush=True)
+    await run.provision()
+    await run.quiet()  # their agent configs are applied before anything is timed
+    print("throughput: raw baseline, then cairn end to end", flush=True)
+    measured = await throughput(run)
+    print(f"  {measured}", flush=True)
+    if settings.throughput_only:
+        return summary(run, measured, {}, {})
+    print("index lag at half that throughput", flush=True)
+    lag = await index_lag(run, 0.5 * measured["end_to_end_msg_per_s"])
+    await run.quiet()
+    print(f"  {lag}", flush=True)
+    print("search latency as the index grows", flush=True)
+    search = await fill_and_search(run)
     return summary(run, measured, lag, search)
 
 

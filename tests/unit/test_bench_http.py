@@ -1,0 +1,134 @@
+"""The bench's lean HTTP client: its answers parsed from bytes, and its requests against a real uvicorn on
+loopback (httptools, as the services run), one keep-alive connection reused, the server's idle close survived."""
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from cairn.cli.bench_http import Client, ProtocolError, StatusError, encode_json, parse_answer
+from cairn.cli.bench_lag import positions, postings
+from cairn.cli.chatgen import Traffic
+
+OK = b'HTTP/1.1 202 Accepted\r\ncontent-length: 11\r\ncontent-type: application/json\r\n\r\n{"a": [1]}\n'
+
+
+def test_an_answer_is_parsed_once_it_is_complete_and_the_next_one_is_left() -> None:
+    assert parse_answer(OK[:20]) is None, "head not complete"
+    assert parse_answer(OK[:-3]) is None, "body not complete"
+    parsed = parse_answer(OK + OK[:30])
+    assert parsed is not None
+    answer, used, keep = parsed
+    assert (answer.status, answer.json(), used, keep) == (202, {"a": [1]}, len(OK), True)
+
+
+def test_an_answer_that_closes_or_that_this_client_does_not_speak() -> None:
+    closing = OK.replace(b"content-type", b"Connection: close\r\ncontent-type")
+    parsed = parse_answer(closing)
+    assert parsed is not None
+    assert parsed[2] is False, "the server said it closes: the connection is not reused"
+    chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+    with pytest.raises(ProtocolError, match="chunked"):
+        parse_answer(chunked)
+    with pytest.raises(ProtocolError, match="status line"):
+        parse_answer(b"SSH-2.0-OpenSSH\r\n\r\n")
+
+
+def test_the_body_is_the_bytes_httpx_sent_for_json() -> None:
+    value = {"messages": [{"text": "张伟 说 deploy 要改到明天 ✓", "role": "user", "n": "1.0"}]}
+    assert encode_json(value) == httpx.Request("POST", "http://x/", json=value).content
+
+
+def _app(seen: list[dict[str, Any]]) -> FastAPI:
+    app = FastAPI()
+
+    @app.post("/v1/messages/batch")
+    async def batch(request: Request) -> JSONResponse:
+        body = await request.json()
+        client = request.client
+        seen.append({"port": client.port if client else 0, "headers": dict(request.headers), "body": body})
+        if request.headers.get("authorization") != "Bearer good":
+            return JSONResponse({"title": "unknown API key"}, status_code=401)
+        results = [{"position": str(len(seen) * 10 + i)} for i, _ in enumerate(body["messages"])]
+        return JSONResponse({"results": results}, status_code=202)
+
+    return app
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[tuple[str, list[dict[str, Any]]]]:
+    seen: list[dict[str, Any]] = []
+    config = uvicorn.Config(_app(seen), host="127.0.0.1", port=0, http="httptools", lifespan="off",
+                            log_level="warning", timeout_keep_alive=1)  # fmt: skip
+    served = uvicorn.Server(config)
+    task = asyncio.create_task(served.serve())
+    for _ in range(1000):  # at most 10 s
+        if served.started:
+            break
+        await asyncio.sleep(0.01)
+    assert served.started
+    port = served.servers[0].sockets[0].getsockname()[1]
+    yield f"http://127.0.0.1:{port}", seen
+    served.should_exit = True
+    await task
+
+
+async def test_posts_reach_a_real_server_as_sent_over_one_kept_connection(
+    server: tuple[str, list[dict[str, Any]]],
+) -> None:
+    url, seen = server
+    client = Client(url)
+    chats = Traffic(3, seed=5).requests(5)
+    load = [next(postings(client, ("good", "good", "good"), chats)) for _ in range(3)]
+    given = [positions(await client.send(posting.wire)) for posting in load]
+    await client.aclose()
+    assert given == [[10, 11, 12, 13, 14], [20, 21, 22, 23, 24], [30, 31, 32, 33, 34]]
+    assert len({request["port"] for request in seen}) == 1, "sequential requests reuse one keep-alive connection"
+    assert seen[0]["headers"]["authorization"] == "Bearer good"
+    assert seen[0]["headers"]["content-type"] == "application/json"
+    assert [len(r["body"]["messages"]) for r in seen] == [5, 5, 5]
+    same = Traffic(3, seed=5).requests(5)
+    assert [r["body"]["messages"] for r in seen] == [next(same).messages for _ in range(3)], "the same traffic"
+
+
+async def test_concurrent_posts_each_get_their_own_answer(server: tuple[str, list[dict[str, Any]]]) -> None:
+    url, seen = server
+    client = Client(url)
+    bodies = [encode_json({"messages": [{"text": f"m{i}"}] * (i + 1)}) for i in range(12)]
+    requests = [client.post("/v1/messages/batch", body, {"Authorization": "Bearer good"}) for body in bodies]
+    answers = await asyncio.gather(*(client.send(request) for request in requests))
+    await client.aclose()
+    assert [len(positions(a)) for a in answers] == list(range(1, 13)), "every answer went to its own request"
+    assert len({request["port"] for request in seen}) > 1, "in flight together: more than one connection"
+
+
+async def test_a_refused_request_raises_with_what_the_server_said(server: tuple[str, list[dict[str, Any]]]) -> None:
+    url, _ = server
+    client = Client(url)
+    answer = await client.send(client.post("/v1/messages/batch", b'{"messages": []}', {"Authorization": "Bearer x"}))
+    await client.aclose()
+    with pytest.raises(StatusError, match=r"HTTP 401.*unknown API key"):
+        positions(answer)
+
+
+async def test_a_connection_the_server_closed_while_idle_is_not_reused(
+    server: tuple[str, list[dict[str, Any]]],
+) -> None:
+    url, seen = server
+    client = Client(url)
+    request = client.post("/v1/messages/batch", b'{"messages": [{}]}', {"Authorization": "Bearer good"})
+    await client.send(request)
+    await asyncio.sleep(1.5)  # past the server's keep-alive timeout of 1 s: it closes the idle connection
+    await client.send(request)
+    await client.aclose()
+    assert len({r["port"] for r in seen}) == 2, "the second request went on a new connection, and was answered"
+
+
+def test_only_plain_http_urls_are_spoken() -> None:
+    with pytest.raises(ValueError, match="only http"):
+        Client("https://example.org")
