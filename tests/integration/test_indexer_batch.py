@@ -14,6 +14,7 @@ import pytest
 from cairn.events import Event, ResetBoundary, SessionCreated, SessionForked, TranscriptAppended
 from cairn.indexer.handlers import IndexerProjection
 from cairn.indexer.memory_handlers import MemoryTranscripts, build_memory_handlers
+from cairn.indexer.store import MESSAGE_COLUMNS
 from cairn.memindex import LocalEmbedder, MemoryIndex, MemoryIndexSettings, store
 from cairn.platform.consumer import BatchHandlers, Delivery, PerEvent
 from cairn.platform.postgres import tenant_transaction, tenants_transaction
@@ -338,3 +339,22 @@ async def test_a_batch_waits_for_an_agent_turning_remembering_on_and_marks_its_s
         assert not batch.done(), "the batch waits for the setting being changed"
     await asyncio.wait_for(batch, 10)
     assert [r[0] for r in (await memory_state(admin, tenant))["pending"]] == ["main"]
+
+
+async def _fields(admin: Any, relation: str) -> list[tuple[str, str]]:
+    rows = await admin.fetch(
+        "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = $1::regclass "
+        "AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+        relation,
+    )
+    return [(r[0], r[1]) for r in rows]
+
+
+async def test_the_row_types_a_batch_travels_in_are_the_tables_columns(admin: Any) -> None:
+    """indexer.message_row and indexer.turn_row (0144) carry the written columns in the order the rows are built in,
+    with the tables' types (terms as text, cast to tsvector in the statement)."""
+    messages = dict(await _fields(admin, "indexer.messages"))
+    expected = [(column, "text" if column == "terms" else messages[column]) for column in MESSAGE_COLUMNS]
+    assert await _fields(admin, "indexer.message_row") == expected
+    turns = [field for field in await _fields(admin, "indexer.memory_turns") if field[0] not in ("model", "embedding")]
+    assert await _fields(admin, "indexer.turn_row") == turns

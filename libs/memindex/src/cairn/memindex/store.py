@@ -62,11 +62,12 @@ SELECT pg_notify('{MEMORY_PROGRESS_CHANNEL}', '') WHERE EXISTS (SELECT FROM adva
 """
 # The same three, set-based, for a fetched batch of transcript events of any tenants (one row per session
 # in MARK_PENDING_MANY and per agent in ADVANCE_MANY: an upsert may touch a row only once per statement).
+# The turns travel as one array of indexer.turn_row records (0144), in the table's column order: asyncpg checks each
+# element of an array argument, so one array costs one check per turn where column arrays cost 12.
 INSERT_TURNS = """
 INSERT INTO indexer.memory_turns (tenant_id, agent_id, session_id, position, reset_index, session_key, message_id,
     role, sender_name, text, occurred_at, external_id)
-SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::int[], $5::int[], $6::text[], $7::uuid[], $8::text[],
-    $9::text[], $10::text[], $11::timestamptz[], $12::text[])
+SELECT * FROM unnest($1::indexer.turn_row[])
 ON CONFLICT DO NOTHING
 """
 # A session of an agent whose stored setting does not remember gets no mark: the worker would only drop it again
@@ -105,8 +106,8 @@ def _shifted(sql: str, by: int) -> str:
 # data-modifying CTEs all run, to completion, whether or not the outer statement reads them.
 WRITE_TRANSCRIPT_BATCH = f"""
 WITH turns AS ({INSERT_TURNS.strip()}),
-pending AS ({_shifted(MARK_PENDING_MANY, 12).strip()}),
-advanced AS ({_shifted(ADVANCE_MANY, 19).strip()})
+pending AS ({_shifted(MARK_PENDING_MANY, 1).strip()}),
+advanced AS ({_shifted(ADVANCE_MANY, 8).strip()})
 SELECT pg_notify('{MEMORY_PROGRESS_CHANNEL}', '') WHERE EXISTS (SELECT FROM advanced)
 """
 CLAIM_PENDING = """
@@ -298,14 +299,14 @@ async def write_transcript_batch(
     - `advance` for each `(tenant, agent)`."""
     if not (turns or pending or reached):
         return
-    columns = [(tenant, agent, session_id, t.position, t.reset_index, key, uuid.UUID(t.message_id), t.role,
-                t.sender_name, t.text, t.occurred_at, t.external_id)
-               for tenant, agent, session_id, key, t in turns]  # fmt: skip
-    turn_columns = [list(column) for column in zip(*columns, strict=True)] if columns else [[] for _ in range(12)]
+    # message ids stay the event's text: asyncpg encodes a uuid from text in C, no uuid.UUID per turn
+    rows = [(tenant, agent, session_id, t.position, t.reset_index, key, t.message_id, t.role, t.sender_name, t.text,
+             t.occurred_at, t.external_id)
+            for tenant, agent, session_id, key, t in turns]  # fmt: skip
     keys, marks = list(pending), list(pending.values())
     await conn.execute(
         WRITE_TRANSCRIPT_BATCH,
-        *turn_columns,
+        rows,
         [t for t, _ in keys], [p.agent for p in marks], [s for _, s in keys], [p.session_key for p in marks],
         *delays, [p.first_seq for p in marks],
         [t for t, _ in reached], [a for _, a in reached], list(reached.values()),
