@@ -197,3 +197,43 @@ async def test_a_term_in_most_of_the_tenants_messages_is_found_walking_back_from
     walked = await admin.fetch(MATCHES, uuid.UUID(tenant), "'routine'")
     assert any("messages_tenant_recent" in plan and "@@ keyed" not in plan for plan in plans), "\n".join(plans)
     assert [r["message_id"] for r in walked] == sorted(uuid.UUID(str(row[2])) for row in rows[-100:])
+
+
+async def test_a_cjk_character_that_starts_a_bigram_has_no_key_of_its_own_and_is_still_found(
+    app_pool: Pool, admin: Admin
+) -> None:
+    """0142: the bigram's key holds the row, and a one-character query asks the tenant's keys by prefix. Every
+    character of the messages is found alone, in Chinese, Japanese and Korean, and in a phrase."""
+    tenant = str(uuid.uuid4())
+    texts = {1: "下周我去上海参加发布会", 2: "会", 3: "来週東京でラーメン", 4: "다음주에 서울에 갑니다"}
+    rows = [_row(tenant, position, text) for position, text in texts.items()]
+    async with tenant_transaction(app_pool, tenant) as conn:
+        await store.insert_messages(conn, rows)
+    prefix = hashlib.md5(tenant.encode()).hexdigest()[:8]
+    keys = await admin.fetch(
+        """SELECT m.text, tsvector_to_array(indexer.tenant_terms(m.tenant_id, m.terms)) AS keys
+           FROM indexer.messages m WHERE m.tenant_id = $1""",
+        uuid.UUID(tenant),
+    )
+    by_text = {row["text"]: [key.removeprefix(prefix) for key in row["keys"]] for row in keys}
+    # 10 bigrams and the last character's unigram (it starts no bigram), not 21 keys
+    assert sorted(by_text[texts[1]]) == sorted([*map(str.__add__, texts[1], texts[1][1:]), "会"])
+    assert by_text[texts[2]] == ["会"]
+    # 다 ends a run but starts 다음
+    assert sorted(by_text[texts[4]]) == sorted(["다음", "음주", "주에", "에", "서울", "울에", "갑니", "니다"])
+    ids = {str(row[2]): position for position, row in zip(texts, rows, strict=True)}
+    async with tenant_transaction(app_pool, tenant) as conn:
+        for text in texts.values():
+            for character in set(text) - {" "}:
+                built = build_query(character)
+                assert built is not None
+                matched = await conn.fetch(MATCHES, uuid.UUID(tenant), built.all_terms)
+                found = {ids[str(r["message_id"])] for r in matched}
+                expected = {other for other, words in texts.items() if character in words}
+                assert found == expected, (character, found)
+                assert await _lost(conn, tenant, built.all_terms) == (0, len(expected))
+        for phrase, position in (('"去 上海"', 1), ('"ラ"', 3), ('"서 울"', 4)):
+            built = build_query(phrase)
+            assert built is not None
+            matched = await conn.fetch(MATCHES, uuid.UUID(tenant), built.all_terms)
+            assert {ids[str(r["message_id"])] for r in matched} == {position}, phrase

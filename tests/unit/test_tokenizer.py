@@ -23,11 +23,13 @@ from cairn.text import (
     to_tsquery,
     to_tsvector_text,
 )
+from cairn.text.tokenizer import _CJK
 
 SHANGHAI = "下周二我去上海参加产品发布会"
 TOKYO = "来週東京に行きます"
 SEOUL = "다음주에 서울에 갑니다"
 MIXED = "我用Python写ERR_CONN_RESET处理"
+_CJK_BIGRAM = re.compile(f"[{_CJK}]{{2}}")
 FORBIDDEN = set(" \t\r\n'\"\\:&|!()<>*")
 _QUERY_TOKEN = re.compile(r"\s*(?:(?P<op>[&|()]|<->|<[0-9]+>)|'(?P<lexeme>(?:[^']|'')+)')")
 
@@ -320,15 +322,24 @@ def test_fuzz_every_cjk_substring_is_found() -> None:
         assert _finds(document, fragment), (document, fragment)
 
 
-def _literal_per_occurrence(pairs: list[tuple[str, int]]) -> str:
+def _literal_per_occurrence(pairs: list[tuple[str, int]], implied: frozenset[str] = frozenset()) -> str:
     """The tsvector literal as first written: every occurrence cleaned and cut on its own, positions in the
-    order seen, saturated at 16383, without repeats, at most 256 per lexeme."""
+    order seen, saturated at 16383, without repeats, at most 256 per lexeme; every position of an `implied`
+    term weighted C."""
     positions: dict[str, dict[int, None]] = {}
     for term, slot in pairs:
         safe = re.sub(r"[\s'\"\\:&|!()<>*\x00\ud800-\udfff]+", "", term)[:MAX_TERM_CHARS]
         if safe:
             positions.setdefault(safe, {})[min(slot, 16383)] = None
-    return " ".join(f"'{term}':{','.join(map(str, list(where)[:256]))}" for term, where in positions.items())
+    return " ".join(
+        f"'{term}':{','.join(str(slot) + ('C' if term in implied else '') for slot in list(where)[:256])}"
+        for term, where in positions.items()
+    )
+
+
+def _starting_bigrams(pairs: list[tuple[str, int]]) -> frozenset[str]:
+    """The CJK characters that start a bigram among the pairs: what a message's vector weights C."""
+    return frozenset(term[0] for term, _ in pairs if _CJK_BIGRAM.fullmatch(term))
 
 
 @pytest.mark.parametrize(
@@ -357,14 +368,22 @@ def test_fuzz_message_vectors_equal_cleaning_every_occurrence() -> None:
         name = rng.choice([None, "Alice", "Bob O'Neil", "李雷"])
         head = index_slots(name) if name else []
         first = max((slot for _, slot in head), default=-1) + 2
-        assert message_vector(text, name) == _literal_per_occurrence([*head, *index_slots(text, first)])
+        pairs = [*head, *index_slots(text, first)]
+        assert message_vector(text, name) == _literal_per_occurrence(pairs, _starting_bigrams(pairs))
 
 
 def _vector_from_pairs(text: str, name: str | None) -> str:
-    """`message_vector` as first written: the name's and the text's (term, slot) pairs, then `slots_literal`."""
+    """`message_vector` as first written: the name's and the text's (term, slot) pairs, then `slots_literal`, and
+    every position of a CJK character that starts a bigram weighted C."""
     head = index_slots(name) if name else []
     first = max((slot for _, slot in head), default=-1) + 2
-    return slots_literal([*head, *index_slots(text, first)])
+    pairs = [*head, *index_slots(text, first)]
+    implied = _starting_bigrams(pairs)
+    return re.sub(
+        r"'([^']+)':([0-9,]+)",
+        lambda m: m[0] if m[1] not in implied else f"'{m[1]}':" + ",".join(p + "C" for p in m[2].split(",")),
+        slots_literal(pairs),
+    )
 
 
 _MIXED_WORDS = [
@@ -405,3 +424,14 @@ def test_word_terms_say_whether_they_need_cleaning() -> None:
 
     assert all(_word_slots(word)[2] for word in ("deploy", "x" * 80, "err_conn-reset"))
     assert not any(_word_slots(word)[2] for word in ("a:b", "it's", "a b"))
+
+
+def test_a_message_weights_c_the_cjk_characters_that_start_a_bigram() -> None:
+    """The search index leaves those out (0142): the bigram's key holds the row. A character that ends every run it
+    is in, or stands alone, is not weighted; nor is anything else."""
+    assert message_vector("上上海 会 ok", "李雷") == (
+        "'李雷':1 '李':1C '雷':2 '上上':4 '上海':5 '上':4C,5C '海':6 '会':7 'ok':8"
+    )
+    assert message_vector("ラーメン 서울에", None) == (
+        "'ラー':1 'ーメ':2 'メン':3 'ラ':1C 'ー':2C 'メ':3C 'ン':4 '서울':5 '울에':6 '서':5C '울':6C '에':7"
+    )

@@ -11,6 +11,10 @@ shares the slot of its first part, and a CJK character's unigram shares the slot
 starts with it. That keeps slots in reading order, so a ``"quoted phrase"`` becomes a tsquery chain
 with ``<N>`` distances that Postgres checks against positions, in any script.
 
+In a message's vector a CJK unigram that starts a bigram of the message is weighted ``C`` (every one of its
+positions): the search index leaves it out, since the bigram's key already holds the row and a query asks a
+single CJK character as a prefix of the keys (migration 0142). Weights mean nothing else to message search.
+
 Unquoted CJK fragments are the AND (``&``) of their bigrams, never a positional chain: every document
 containing the fragment contains each bigram, and AND does not depend on positions, which saturate at
 16383 (a phrase past that point of a very long message is not found; the fragment still is). The
@@ -24,7 +28,7 @@ Common English function words are left out of a query unless it has nothing else
 import operator
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Set
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -144,20 +148,24 @@ def message_vector(text: str, sender_name: str | None = None) -> str:
     rank Alice's messages first without matching across into the text as a phrase.
     """
     slots: dict[str, list[int]] = {}  # each term's slots in first-seen order, what `slots_literal` groups by
-    end, clean = _add_slots(sender_name, 1, slots) if sender_name else (1, True)
+    implied: set[str] = set()  # CJK unigrams that start a bigram: weighted C (the module's docstring)
+    end, clean = _add_slots(sender_name, 1, slots, implied) if sender_name else (1, True)
     first = end + 1 if end > 1 else 1  # a slot apart from the name, if it had any term
-    if not (_add_slots(text, first, slots)[1] and clean):  # rare: a term to clean or cut, as in `slots_literal`
-        return _made_safe_literal([*(index_slots(sender_name) if sender_name else []), *index_slots(text, first)])
-    return _render_slots(slots)
+    if not (_add_slots(text, first, slots, implied)[1] and clean):  # rare: a term to clean or cut (`slots_literal`)
+        pairs = [*(index_slots(sender_name) if sender_name else []), *index_slots(text, first)]
+        return _made_safe_literal(pairs, implied)
+    return _render_slots(slots, implied)
 
 
-def _add_slots(text: str, slot: int, slots: dict[str, list[int]]) -> tuple[int, bool]:
-    """`index_slots` grouped by term as it goes (no list of pairs in between); returns the slot after the text and
-    whether every term is clean as it stands (what `slots_literal` checks: a CJK unigram or bigram always is)."""
+def _add_slots(text: str, slot: int, slots: dict[str, list[int]], implied: set[str]) -> tuple[int, bool]:
+    """`index_slots` grouped by term as it goes (no list of pairs in between), each CJK character followed by another
+    added to `implied`; returns the slot after the text and whether every term is clean as it stands (what
+    `slots_literal` checks: a CJK unigram or bigram always is)."""
     clean = True
     for cjk, word in _TOKEN.findall(_normalise(text)):
         if cjk:
             width = len(cjk)
+            implied.update(cjk[:-1])
             for offset, term in enumerate(_bigrams(cjk)):  # a run's bigrams come before its unigrams
                 where = slots.get(term)
                 if where is None:
@@ -211,27 +219,29 @@ def slots_literal(pairs: Iterable[tuple[str, int]]) -> str:
     return _render_slots(slots)
 
 
-def _render_slots(slots: dict[str, list[int]]) -> str:
-    """The literal of clean terms with their slots (`slots_literal`)."""
+def _render_slots(slots: dict[str, list[int]], implied: Set[str] = frozenset()) -> str:
+    """The literal of clean terms with their slots (`slots_literal`), every position of an `implied` term weighted C."""
     return " ".join([
-        f"'{term}':{where[0]}" if len(where) == 1 and where[0] <= _MAX_POSITION else f"'{term}':{_slot_list(where)}"
+        (f"'{term}':{where[0]}" if len(where) == 1 and where[0] <= _MAX_POSITION else f"'{term}':{_slot_list(where)}")
+        if term not in implied
+        else f"'{term}':{_slot_list(where, 'C,')}C"
         for term, where in slots.items()
     ])  # fmt: skip
 
 
-def _slot_list(slots: list[int]) -> str:
+def _slot_list(slots: list[int], separator: str = ",") -> str:
     """A term's positions in first-seen order, saturated, without repeats, at most `_MAX_POSITIONS`."""
-    return ",".join(map(str, list(dict.fromkeys(min(slot, _MAX_POSITION) for slot in slots))[:_MAX_POSITIONS]))
+    return separator.join(map(str, list(dict.fromkeys(min(slot, _MAX_POSITION) for slot in slots))[:_MAX_POSITIONS]))
 
 
-def _made_safe_literal(pairs: Iterable[tuple[str, int]]) -> str:
+def _made_safe_literal(pairs: Iterable[tuple[str, int]], implied: Set[str] = frozenset()) -> str:
     """`slots_literal` of terms that need cleaning: each occurrence cleaned and cut, then merged by what it became."""
     positions: dict[str, list[int]] = {}
     for term, slot in pairs:
         safe = _UNSAFE.sub("", term)[:MAX_TERM_CHARS]
         if safe:
             positions.setdefault(safe, []).append(slot)
-    return " ".join(f"'{term}':{_slot_list(where)}" for term, where in positions.items())
+    return _render_slots(positions, implied)
 
 
 def to_tsvector_literal(terms: Iterable[str]) -> str:
