@@ -222,9 +222,9 @@ def slots_literal(pairs: Iterable[tuple[str, int]]) -> str:
 def _render_slots(slots: dict[str, list[int]], implied: Set[str] = frozenset()) -> str:
     """The literal of clean terms with their slots (`slots_literal`), every position of an `implied` term weighted C."""
     return " ".join([
-        (f"'{term}':{where[0]}" if len(where) == 1 and where[0] <= _MAX_POSITION else f"'{term}':{_slot_list(where)}")
-        if term not in implied
-        else f"'{term}':{_slot_list(where, 'C,')}C"
+        (f"'{term}':{where[0]}C" if term in implied else f"'{term}':{where[0]}")
+        if len(where) == 1 and where[0] <= _MAX_POSITION
+        else (f"'{term}':{_slot_list(where, 'C,')}C" if term in implied else f"'{term}':{_slot_list(where)}")
         for term, where in slots.items()
     ])  # fmt: skip
 
