@@ -1,70 +1,59 @@
-"""`EventPublisher.publish_many` sends every event with the caller's trace context and its own dedup id, in order;
-an `Outgoing` event is encoded once."""
+"""The HPUB frames `EventPublisher` writes carry the caller's trace context (cleaned as nats-py cleans headers) and
+the event's own dedup id; an `Outgoing` event is encoded once. (Publishing itself: tests/integration/
+test_publisher_batches.py, against the real nats-server.)"""
 
-import asyncio
 import uuid
-from dataclasses import dataclass
 
 import pytest
-from opentelemetry import context, propagate
+from nats.errors import BadHeaderError, BadSubjectError
 
-from cairn.events import Event, InboundMessage, IndexAdvanced, MessageReceived, encode_event
+from cairn.events import Event, IndexAdvanced, encode_event
 from cairn.platform import publisher
-from cairn.platform.publisher import EventPublisher, Outgoing
+from cairn.platform.publisher import Outgoing
 
 TENANT = "1525f314-6741-4c00-8d03-4047f54f310d"
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
-@dataclass
-class Ack:
-    seq: int
-    duplicate: bool = False
+def _frames(data: bytes) -> list[tuple[str, str, dict[str, str], bytes]]:
+    """HPUB frames back into (subject, reply, headers, payload), checking the sizes they announce."""
+    frames = []
+    while data:
+        line, data = data.split(b"\r\n", 1)
+        op, subject, reply, header_size, total = line.decode().split(" ")
+        assert op == "HPUB"
+        block, payload, data = data[: int(header_size)], data[int(header_size) : int(total)], data[int(total) :]
+        assert data[:2] == b"\r\n"
+        data = data[2:]
+        version, *lines, empty, end = block.decode().split("\r\n")
+        assert (version, empty, end) == ("NATS/1.0", "", "")
+        frames.append((subject, reply, dict(line.split(": ", 1) for line in lines), payload))
+    return frames
 
 
-class FakeJetStream:
-    """Records what is published; like nats-py, it adds the expected stream to the headers it is given."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, bytes, dict[str, str]]] = []
-
-    async def publish_async(
-        self, subject: str, payload: bytes, stream: str | None = None, headers: dict[str, str] | None = None
-    ) -> "asyncio.Future[Ack]":
-        assert headers is not None
-        assert stream is not None
-        self.sent.append((subject, payload, dict(headers)))
-        headers["Nats-Expected-Stream"] = stream
-        future: asyncio.Future[Ack] = asyncio.get_running_loop().create_future()
-        future.set_result(Ack(len(self.sent)))
-        return future
+def test_a_frame_carries_the_headers_cleaned_as_nats_py_cleans_them_and_our_ids_win() -> None:
+    carrier = {"traceparent": PARENT, " tracestate ": " vendor=abc\r\nX: y ", "Nats-Msg-Id": "theirs", "": "skipped"}
+    block = publisher.header_block(carrier, "INGEST")
+    headers = publisher.message_headers(block, "dedup-1\n")
+    frame = publisher.hpub(b"cairn.t.a.message", b"_INBOX.abc.7", headers, b'{"x":1}')
+    assert _frames(frame) == [
+        (
+            "cairn.t.a.message",
+            "_INBOX.abc.7",
+            {"traceparent": PARENT, "tracestate": "vendor=abc  X: y", "Nats-Expected-Stream": "INGEST",
+             "Nats-Msg-Id": "dedup-1"},
+            b'{"x":1}',
+        )
+    ]  # fmt: skip
 
 
-def _event(text: str) -> MessageReceived:
-    message = InboundMessage(text=text)
-    return MessageReceived(tenant_id=TENANT, agent_id="main", session_key="agent:main:main", message=message)
-
-
-async def test_each_event_carries_the_callers_trace_context_and_its_own_id() -> None:
-    js = FakeJetStream()
-    publisher = EventPublisher(js)  # type: ignore[arg-type]
-    events = [_event("one"), _event("two"), _event("three")]
-    carrier = {"traceparent": PARENT, "tracestate": "vendor=abc", "baggage": "tenant=t1"}
-    token = context.attach(propagate.extract(carrier))
-    try:
-        published = await publisher.publish_many(events, ["dedup-1", None, "dedup-3"])
-    finally:
-        context.detach(token)
-    assert [p.seq for p in published] == [1, 2, 3]
-    assert [headers for _, _, headers in js.sent] == [
-        {**carrier, "Nats-Msg-Id": "dedup-1"},
-        {**carrier, "Nats-Msg-Id": events[1].event_id},
-        {**carrier, "Nats-Msg-Id": "dedup-3"},
-    ]
-    assert [MessageReceived.model_validate_json(data).message.text for _, data, _ in js.sent] == ["one", "two", "three"]
-    # without a trace context, only the ids
-    await publisher.publish_many(events[:1])
-    assert js.sent[-1][2] == {"Nats-Msg-Id": events[0].event_id}
+def test_a_bad_header_name_or_subject_is_refused_before_anything_is_sent() -> None:
+    with pytest.raises(BadHeaderError):
+        publisher.header_block({"bad name": "v"}, "INGEST")
+    for subject in ("", "cairn.a b.c", "cairn.a\r\nPUB x 1"):
+        with pytest.raises(BadSubjectError):
+            publisher.checked_subject(subject)
+    assert publisher.checked_subject("cairn.t.a.message") == b"cairn.t.a.message"
 
 
 def test_an_outgoing_event_is_encoded_once_however_often_its_bytes_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
