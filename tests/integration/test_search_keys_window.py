@@ -1,7 +1,8 @@
 """The keys fetch the newest window's matches first (migration 0093). What must hold: the matching returns exactly the
 most recent `cap` matches, in the ranking order, as a plain ordered query over all of the tenant's rows does — whether
 the window holds them all or falls short and the keys fetch the older rest — with ties in time, an agent filter and a
-start after a given message; a window that falls short is followed by one sized by what it held, then by the keys."""
+start after a given message; a window that falls short is followed by one sized by what it held, then by the keys;
+and a window runs only when its plan ANDs the keys with the recency range (0146)."""
 
 import uuid
 from typing import TypeAlias
@@ -30,14 +31,23 @@ ORDER BY m.occurred_at DESC, m.message_id
 LIMIT $4
 """
 WINDOW = "m.occurred_at >= cut_at"
+# the every-term search, estimated from the any-term query as search_messages does: half of the ~1,200 that the
+# planner estimates for either word is 600, which takes the window at cap 100 (over 500, too few to walk)
+EVERY_TERM = (
+    "SELECT message_id FROM indexer.matching_messages($1, $2::tsquery, NULL, NULL, $3, NULL, NULL, $4::tsquery, 0.5)"
+)
 
 
 def _texts(shape: str) -> list[str]:
     """'even': the word in every tenth message (600); 'recent-sparse': in every tenth of the older 5,000 but only every
     fiftieth of the newest 1,000 (520), so the window sized by the tenant's share holds too few; 'recent-empty': in
-    every tenth of the older 4,000 and none of the newest 2,000 (400), so the window holds none."""
+    every tenth of the older 4,000 and none of the newest 2,000 (400), so the window holds none; 'together': two words
+    that always come together, in every tenth message (600)."""
     texts = []
     for index in range(SIZE):
+        if shape == "together":
+            texts.append(f"routine chat {index}" + (" walrus narwhal" if index % 10 == 0 else ""))
+            continue
         if shape == "recent-empty":
             has = index < 4000 and index % 10 == 0
         else:
@@ -52,7 +62,7 @@ async def tenants(app_pool: Pool, stack: LocalStack) -> dict[str, str]:
     estimated matches of the word in the tenant, and the shapes sit close to the thresholds (520 matches where the
     window takes over from 500, cap 100). Other tests have filled the table: from the default sample of 30,000 of
     126,000 rows the 520 were estimated anywhere from 470 to 592, and 1 CI run in 3 failed."""
-    made = {shape: await _tenant(app_pool, shape) for shape in ("even", "recent-sparse", "recent-empty")}
+    made = {shape: await _tenant(app_pool, shape) for shape in ("even", "recent-sparse", "recent-empty", "together")}
     admin = await asyncpg.connect(stack.postgres_url("postgres"))
     try:
         await admin.execute("SET default_statistics_target = 10000")  # a sample of up to 3M rows: all of them here
@@ -153,6 +163,30 @@ async def test_a_window_that_holds_the_cap_is_the_only_statement(
     assert len(window) == 1, "\n".join(window)
     assert not rest, "\n".join(rest)
     assert _limit_rows(window[0]) == "100", window[0]
+
+
+async def test_a_window_whose_plan_reads_every_match_hands_over_to_the_keys(
+    app_pool: Pool, admin: Admin, tenants: dict[str, str]
+) -> None:
+    """Two words always together: the planner takes them as independent and estimates a handful of rows with both,
+    so the window's plan would fetch every match's heap row and filter the window after (no BitmapAnd with the
+    recency range), as the keys do. The window does not run: the keys fetch the 100 newest in one statement."""
+    tenant = tenants["together"]
+    plans = await plans_of_every_statement(admin)
+    await admin.execute("SET auto_explain.log_analyze = on")
+    await admin.execute("SELECT set_config('cairn.tenant_id', $1, false)", tenant)
+    rows = await admin.fetch(EVERY_TERM, uuid.UUID(tenant), "'walrus' & 'narwhal'", 100, "'walrus' | 'narwhal'")
+    async with tenant_transaction(app_pool, tenant) as conn:
+        expected = await conn.fetch(EXPECTED, uuid.UUID(tenant), "'walrus' & 'narwhal'", None, 100, None, None)
+    assert [r["message_id"] for r in rows] == [r["message_id"] for r in expected]
+    windows = [plan for plan in plans if WINDOW in plan]
+    assert not windows, "a window read every match's heap row:\n" + "\n".join(windows)
+    checked = [plan for plan in plans if "EXPLAIN SELECT m.message_id" in plan]
+    assert len(checked) == 1, "the window's plan was not asked for: the test would not cover it"
+    assert "BitmapAnd" not in checked[0], checked[0]
+    rest = [plan for plan in plans if "@@ keyed" in plan and WINDOW not in plan]
+    assert len(rest) == 1, "\n".join(rest)
+    assert _limit_rows(rest[0]) == "100", rest[0]
 
 
 async def _statements(admin: Admin, tenant: str, cap: int) -> tuple[list[str], list[str], list[uuid.UUID]]:
