@@ -13,6 +13,8 @@ from fastapi.responses import JSONResponse
 
 from cairn.cli.bench_http import Client, ProtocolError, StatusError, encode_json, parse_answer
 from cairn.cli.bench_lag import positions, postings
+from cairn.cli.bench_load import LoadRun, LoadSettings, Tenant, search_latency
+from cairn.cli.bench_search import WARM_UP, time_searches
 from cairn.cli.chatgen import Traffic
 
 OK = b'HTTP/1.1 202 Accepted\r\ncontent-length: 11\r\ncontent-type: application/json\r\n\r\n{"a": [1]}\n'
@@ -56,6 +58,15 @@ def _app(seen: list[dict[str, Any]]) -> FastAPI:
             return JSONResponse({"title": "unknown API key"}, status_code=401)
         results = [{"position": str(len(seen) * 10 + i)} for i, _ in enumerate(body["messages"])]
         return JSONResponse({"results": results}, status_code=202)
+
+    @app.post("/v1/sessions/search")
+    async def search(request: Request) -> JSONResponse:
+        client = request.client
+        raw = await request.body()
+        seen.append({"port": client.port if client else 0, "headers": dict(request.headers), "raw": raw})
+        if request.headers.get("authorization") != "Bearer good":
+            return JSONResponse({"title": "unknown API key"}, status_code=401)
+        return JSONResponse({"results": [], "truncated": False, "indexing": False})
 
     return app
 
@@ -132,3 +143,49 @@ async def test_a_connection_the_server_closed_while_idle_is_not_reused(
 def test_only_plain_http_urls_are_spoken() -> None:
     with pytest.raises(ValueError, match="only http"):
         Client("https://example.org")
+
+
+async def test_searches_are_timed_on_one_kept_connection_with_the_bytes_httpx_sent(
+    server: tuple[str, list[dict[str, Any]]],
+) -> None:
+    """The search phase's stopwatch runs the lean client (session 26; httpx before): the same requests on the wire,
+    the warm-up untimed, every asked query timed in order."""
+    url, seen = server
+    client = Client(url)
+    queries = [f"张伟 deploy {i}" for i in range(WARM_UP + 5)]
+    timed = await time_searches(client, queries, "good")
+    await client.aclose()
+    assert len(timed.ms) == len(queries)
+    assert all(ms > 0 for ms in timed.ms)
+    assert timed.cpu_s >= 0
+    asked = [*queries[:WARM_UP], *queries]
+    sent = [httpx.Request("POST", url, json={"query": q, "visibility": "all"}).content for q in asked]
+    assert [r["raw"] for r in seen] == sent, "warm-up first, then every query, bodies byte for byte as httpx's"
+    assert {r["headers"]["authorization"] for r in seen} == {"Bearer good"}
+    assert len({r["port"] for r in seen}) == 1, "sequential searches reuse one keep-alive connection"
+    with pytest.raises(StatusError, match="HTTP 401"):
+        await time_searches(Client(url), queries, "bad")
+
+
+class _SizedRun(LoadRun):
+    async def stored(self, rank: int | None = None) -> int:
+        return 1000 * (rank or 0) + 7
+
+
+async def test_the_search_phase_reports_the_lean_clients_times_and_cpu(
+    server: tuple[str, list[dict[str, Any]]],
+) -> None:
+    """The phase's JSON keeps its keys and says which client took the times and its CPU per search."""
+    url, seen = server
+    async with httpx.AsyncClient() as unused:
+        run = _SizedRun({"CAIRN_RECALL_URL": url}, LoadSettings(queries=12), unused, unused, Traffic(3, seed=5),
+                        Client(url))  # fmt: skip
+        run.tenants = [Tenant("good", "t0"), Tenant("good", "t1")]
+        result = await search_latency(run, {"small_tenant": 1, "largest_tenant": 0})
+    assert set(result) == {"small_tenant", "largest_tenant"}
+    largest = result["largest_tenant"]
+    assert {"tenant_messages", "p50_ms", "p99_ms", "slowest"} <= set(largest), "the keys of before are all there"
+    assert (largest["tenant_messages"], result["small_tenant"]["tenant_messages"]) == (7, 1007)
+    assert largest["http_client"] == "bench_http"
+    assert largest["client_cpu_ms_per_search"] >= 0
+    assert len(seen) == 2 * (WARM_UP + 12), "each tenant: the warm-up, then the 12 queries"

@@ -4,7 +4,8 @@
    baseline (`bench_raw`) on the same rows in the same run;
 2. index lag (accepted → visible to search) p50/p99 while the load runs at half that throughput;
 3. search latency p50/p99 for a small and for the largest tenant once the index holds 100k and 1M messages
-   (`--search-at`); the run keeps posting through the API until it gets there or `--messages` runs out.
+   (`--search-at`); the run keeps posting through the API until it gets there or `--messages` runs out. Since
+   session 26 the searches are timed with the lean client (bench_search), not httpx: a yardstick change.
 """
 
 import asyncio
@@ -32,6 +33,7 @@ from cairn.cli.bench_lag import (
     short_of_asked,
 )
 from cairn.cli.bench_raw import raw_throughput
+from cairn.cli.bench_search import time_searches
 from cairn.cli.chatgen import Chat, Traffic
 from cairn.events import INGEST_STREAM, SESSION_STREAM
 
@@ -319,23 +321,20 @@ def client_cpu(seconds: float, messages: int, window: float) -> dict[str, float]
 
 
 async def search_latency(run: LoadRun, ranks: dict[str, int]) -> dict[str, Any]:
-    """Sequential searches, the same generated queries for each tenant; client-side time of the HTTP call."""
+    """Sequential searches, the same generated queries for each tenant; client-side time of the HTTP call, taken
+    with the lean client (bench_search), and that client's CPU per search."""
     queries = [run.traffic.query() for _ in range(run.settings.queries)]
     result: dict[str, Any] = {}
-    for label, rank in ranks.items():
-        for query in queries[:10]:  # warm the connection and the caches
-            await run.recall.post("/v1/sessions/search", json={"query": query, "visibility": "all"},
-                                  headers=run.headers(rank))  # fmt: skip
-        times = []
-        for query in queries:
-            start = time.perf_counter()
-            response = await run.recall.post("/v1/sessions/search", json={"query": query, "visibility": "all"},
-                                             headers=run.headers(rank))  # fmt: skip
-            response.raise_for_status()
-            times.append((time.perf_counter() - start) * 1000)
-        p50, p99 = percentiles(times)
-        result[label] = {"tenant_messages": await run.stored(rank), "p50_ms": p50, "p99_ms": p99,
-                         "slowest": slowest(queries, times)}  # fmt: skip
+    reads = Client(run.endpoints["CAIRN_RECALL_URL"])
+    try:
+        for label, rank in ranks.items():
+            timed = await time_searches(reads, queries, run.tenants[rank].key)
+            p50, p99 = percentiles(timed.ms)
+            result[label] = {"tenant_messages": await run.stored(rank), "p50_ms": p50, "p99_ms": p99,
+                             "slowest": slowest(queries, timed.ms), "http_client": "bench_http",
+                             "client_cpu_ms_per_search": round(1000 * timed.cpu_s / len(queries), 3)}  # fmt: skip
+    finally:
+        await reads.aclose()
     return result
 
 
