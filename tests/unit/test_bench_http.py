@@ -148,7 +148,7 @@ def test_only_plain_http_urls_are_spoken() -> None:
 async def test_searches_are_timed_on_one_kept_connection_with_the_bytes_httpx_sent(
     server: tuple[str, list[dict[str, Any]]],
 ) -> None:
-    """The search phase's stopwatch runs the lean client (session 26; httpx before): the same requests on the wire,
+    """The search phase's stopwatch runs the lean client (session 17; httpx before): the same requests on the wire,
     the warm-up untimed, every asked query timed in order."""
     url, seen = server
     client = Client(url)

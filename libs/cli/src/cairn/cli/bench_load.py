@@ -5,7 +5,7 @@
 2. index lag (accepted → visible to search) p50/p99 while the load runs at half that throughput;
 3. search latency p50/p99 for a small and for the largest tenant once the index holds 100k and 1M messages
    (`--search-at`); the run keeps posting through the API until it gets there or `--messages` runs out. Since
-   session 26 the searches are timed with the lean client (bench_search), not httpx: a yardstick change.
+   session 17 the searches are timed with the lean client (bench_search), not httpx: a yardstick change.
 """
 
 import asyncio

@@ -1,7 +1,7 @@
 """The search-latency phase's stopwatch: sequential `POST /v1/sessions/search` calls on one keep-alive connection
 of the lean client (bench_http), each request's bytes encoded before its timed window.
 
-Until session 26 this phase used httpx, whose own per-request work (~2 ms of CPU here, against ~0.3 ms for the
+Until session 17 this phase used httpx, whose own per-request work (~2 ms of CPU here, against ~0.3 ms for the
 lean client) sat inside every timed call and took the same two cores as the services it timed: in an interleaved
 A/B on the 1M index the largest tenant's searches read ~2 ms slower at p50 and ~2.7 ms at p99 through httpx.
 """
