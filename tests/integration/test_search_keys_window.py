@@ -2,7 +2,8 @@
 most recent `cap` matches, in the ranking order, as a plain ordered query over all of the tenant's rows does — whether
 the window holds them all or falls short and the keys fetch the older rest — with ties in time, an agent filter and a
 start after a given message; a window that falls short is followed by one sized by what it held, then by the keys;
-and a window runs only when its plan ANDs the keys with the recency range (0146)."""
+and a window runs only when its plan ANDs the keys with the recency range (0146); with an occurred_at histogram the
+window ends at a time read from it, every row at that time in the window, rather than at a scanned exact row (0148)."""
 
 import uuid
 from typing import TypeAlias
@@ -42,7 +43,7 @@ def _texts(shape: str) -> list[str]:
     """'even': the word in every tenth message (600); 'recent-sparse': in every tenth of the older 5,000 but only every
     fiftieth of the newest 1,000 (520), so the window sized by the tenant's share holds too few; 'recent-empty': in
     every tenth of the older 4,000 and none of the newest 2,000 (400), so the window holds none; 'together': two words
-    that always come together, in every tenth message (600)."""
+    that always come together, in every tenth message (600); 'ties': as 'even', fifty messages to a second."""
     texts = []
     for index in range(SIZE):
         if shape == "together":
@@ -51,7 +52,7 @@ def _texts(shape: str) -> list[str]:
         if shape == "recent-empty":
             has = index < 4000 and index % 10 == 0
         else:
-            has = index % (10 if shape == "even" or index < 5000 else 50) == 0
+            has = index % (10 if shape in ("even", "ties") or index < 5000 else 50) == 0
         texts.append(f"routine chat {index}" + (" walrus" if has else ""))
     return texts
 
@@ -62,7 +63,8 @@ async def tenants(app_pool: Pool, stack: LocalStack) -> dict[str, str]:
     estimated matches of the word in the tenant, and the shapes sit close to the thresholds (520 matches where the
     window takes over from 500, cap 100). Other tests have filled the table: from the default sample of 30,000 of
     126,000 rows the 520 were estimated anywhere from 470 to 592, and 1 CI run in 3 failed."""
-    made = {shape: await _tenant(app_pool, shape) for shape in ("even", "recent-sparse", "recent-empty", "together")}
+    shapes = ("even", "recent-sparse", "recent-empty", "together", "ties")
+    made = {shape: await _tenant(app_pool, shape) for shape in shapes}
     admin = await asyncpg.connect(stack.postgres_url("postgres"))
     try:
         await admin.execute("SET default_statistics_target = 10000")  # a sample of up to 3M rows: all of them here
@@ -74,7 +76,8 @@ async def tenants(app_pool: Pool, stack: LocalStack) -> dict[str, str]:
 
 async def _tenant(pool: Pool, shape: str) -> str:
     tenant = str(uuid.uuid4())
-    seconds = [index // 3 for index in range(SIZE)]  # three to a second: ties broken by id
+    per_second = 50 if shape == "ties" else 3  # ties broken by id
+    seconds = [index // per_second for index in range(SIZE)]
     agents = ["main" if index % 3 else "other" for index in range(SIZE)]
     await _insert(pool, tenant, _rows(tenant, _texts(shape), seconds, agents))
     return tenant
@@ -187,6 +190,80 @@ async def test_a_window_whose_plan_reads_every_match_hands_over_to_the_keys(
     rest = [plan for plan in plans if "@@ keyed" in plan and WINDOW not in plan]
     assert len(rest) == 1, "\n".join(rest)
     assert _limit_rows(rest[0]) == "100", rest[0]
+
+
+async def test_a_window_cut_at_a_time_from_the_histogram_holds_every_row_at_that_time(
+    app_pool: Pool, admin: Admin, tenants: dict[str, str]
+) -> None:
+    """Fifty messages to a second, five of them with the word. The histogram (indexer.occurred_at_histogram, replaced
+    here by one whose inner bounds are all one time T of the tenant's, the 480th newest row's second) puts the window's
+    cut at T exactly: the window holds the 50 matches from T on, every row at T, and what follows (a second window cut
+    at T again, then the keys) starts strictly before T. The rows are the same as reading every row in order, for caps
+    the window holds and does not, one agent or all, from the newest or after a message at T; and the recency index
+    is not scanned for an exact cut (OFFSET window_rows - 1)."""
+    tenant = tenants["ties"]
+    async with tenant_transaction(app_pool, tenant) as conn:
+        times = await conn.fetch(
+            "SELECT occurred_at, message_id FROM indexer.messages WHERE tenant_id = $1"
+            " ORDER BY occurred_at DESC, message_id",
+            uuid.UUID(tenant),
+        )
+    at_t = times[480]
+    assert times[470]["occurred_at"] == times[490]["occurred_at"] == at_t["occurred_at"]
+    bounds = [times[-1]["occurred_at"], *[at_t["occurred_at"]] * 98, times[0]["occurred_at"]]
+    original = await admin.fetchval("SELECT pg_get_functiondef('indexer.occurred_at_histogram()'::regprocedure)")
+    await admin.execute(
+        "CREATE OR REPLACE FUNCTION indexer.occurred_at_histogram() RETURNS timestamptz[] LANGUAGE sql STABLE"
+        f" AS $$ SELECT '{{{','.join(str(b) for b in bounds)}}}'::timestamptz[] $$"
+    )
+    try:
+        plans = await plans_of_every_statement(admin)
+        await admin.execute("SELECT set_config('cairn.tenant_id', $1, false)", tenant)
+        windows = 0
+        for cap in (30, 60, 100, 400):
+            for agent in (None, "other"):
+                for after in (None, at_t, times[520]):
+                    _, expected = await _matching(app_pool, tenant, cap, agent, after)
+                    assert expected, (cap, agent, after)
+                    plans.clear()
+                    at, after_id = (after["occurred_at"], after["message_id"]) if after is not None else (None, None)
+                    rows = await admin.fetch(MATCHING, uuid.UUID(tenant), "'walrus'", agent, cap, at, after_id)
+                    assert [r["message_id"] for r in rows] == expected, (cap, agent, after)
+                    scanned = [plan for plan in plans if "OFFSET window_rows - 1" in plan]
+                    assert not scanned, "\n".join(scanned)
+                    windows += any(WINDOW in plan for plan in plans)
+        assert windows >= 8, "few calls took the window: the test would not cover it"
+    finally:
+        await admin.execute(original)
+
+
+async def test_with_an_analyzed_histogram_the_window_is_not_cut_by_a_scan(
+    app_pool: Pool, admin: Admin, tenants: dict[str, str]
+) -> None:
+    """This module's tenants share their times, every one a most common value at the fixture's statistics target (no
+    histogram: the cut is scanned, as before 0148). Analyzed at the default target occurred_at has a histogram: the
+    window's cut comes from it, no OFFSET window_rows - 1 statement runs, and the rows are the same."""
+    tenant = tenants["even"]
+    await admin.execute("ALTER TABLE indexer.messages ALTER COLUMN occurred_at SET STATISTICS 100")
+    try:
+        await admin.execute("ANALYZE indexer.messages (occurred_at)")
+        assert await admin.fetchval(
+            "SELECT histogram_bounds IS NOT NULL FROM pg_stats"
+            " WHERE schemaname = 'indexer' AND tablename = 'messages' AND attname = 'occurred_at'"
+        ), "no histogram: the test would not cover the cut read from it"
+        plans = await plans_of_every_statement(admin)
+        await admin.execute("SELECT set_config('cairn.tenant_id', $1, false)", tenant)
+        rows = await admin.fetch(MATCHING, uuid.UUID(tenant), "'walrus'", None, 100, None, None)
+        _, expected = await _matching(app_pool, tenant, 100, None, None)
+        assert [r["message_id"] for r in rows] == expected
+        assert any(WINDOW in plan for plan in plans), "no window ran: the test would not cover it"
+        scanned = [plan for plan in plans if "OFFSET window_rows - 1" in plan]
+        assert not scanned, "\n".join(scanned)
+    finally:
+        await admin.execute("ALTER TABLE indexer.messages ALTER COLUMN occurred_at SET STATISTICS -1")
+        await admin.execute("SET default_statistics_target = 10000")
+        await admin.execute("ANALYZE indexer.messages (occurred_at)")
+        await admin.execute("RESET default_statistics_target")
 
 
 async def _statements(admin: Admin, tenant: str, cap: int) -> tuple[list[str], list[str], list[uuid.UUID]]:
