@@ -19,7 +19,7 @@ from cairn.cli.bench_load import (
     slowest,
     table,
 )
-from cairn.cli.chatgen import Traffic, chat_text, zipf_weights
+from cairn.cli.chatgen import Traffic, chat_text, search_queries, zipf_weights
 from cairn.cli.main import _parser, load_settings
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -136,6 +136,24 @@ def test_skip_search_runs_only_throughput_and_lag() -> None:
     assert load_settings(_parser().parse_args(["bench", "load", "--lag-batch", "5"])).lag_batch == 5
     assert load_settings(_parser().parse_args(["bench", "load"])).search_at == (100_000, 1_000_000)
     assert load_settings(_parser().parse_args(["bench", "load", "--throughput-only"])).throughput_only
+    assert load_settings(_parser().parse_args(["bench", "load"])).queries == 1000
+    assert load_settings(_parser().parse_args(["bench", "load", "--queries", "50"])).queries == 50
+
+
+def test_every_run_of_a_seed_times_the_same_searches_whatever_was_posted_before() -> None:
+    """The timed queries come from their own RNG: how much traffic a run posted first (which depends on its
+    throughput) does not change them, so two runs' p99 compare the same queries."""
+    first = search_queries(1000, seed=7)
+    busy = Traffic(50, seed=7)
+    for _ in range(300):
+        next(busy.requests(5))
+    assert search_queries(1000, seed=7) == first
+    assert search_queries(1000, seed=8) != first
+    assert search_queries(200, seed=7) == first[:200], "a shorter run times the first of the same queries"
+    assert len(set(first)) > 300, "varied"
+    assert sum(" " in q for q in first) > 200, "some of them two words"
+    assert any(CJK.search(q) for q in first), "Chinese"
+    assert any(LATIN.search(q) for q in first), "and English"
 
 
 def test_the_slowest_searches_are_listed_slowest_first() -> None:

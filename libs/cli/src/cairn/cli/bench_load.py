@@ -5,7 +5,8 @@
 2. index lag (accepted → visible to search) p50/p99 while the load runs at half that throughput;
 3. search latency p50/p99 for a small and for the largest tenant once the index holds 100k and 1M messages
    (`--search-at`); the run keeps posting through the API until it gets there or `--messages` runs out. Since
-   session 17 the searches are timed with the lean client (bench_search), not httpx: a yardstick change.
+   session 17 the searches are timed with the lean client (bench_search), not httpx: a yardstick change. Since
+   session 18 every run times the same 1,000 queries (`--queries`, their own RNG), not 200 drawn after the fill.
 """
 
 import asyncio
@@ -34,7 +35,7 @@ from cairn.cli.bench_lag import (
 )
 from cairn.cli.bench_raw import raw_throughput
 from cairn.cli.bench_search import time_searches
-from cairn.cli.chatgen import Chat, Traffic
+from cairn.cli.chatgen import Chat, Traffic, search_queries
 from cairn.events import INGEST_STREAM, SESSION_STREAM
 
 # `--copy-rows`: grow the index past what the API run wrote by copying the rows cairn's indexer wrote for this
@@ -78,7 +79,10 @@ class LoadSettings:
     lag_batch: int = REQUEST_MESSAGES  # messages per lag-phase request (default: the throughput phase's `batch`)
     search_at: tuple[int, ...] = (100_000, 1_000_000)
     copy_rows: bool = False  # reach search sizes beyond `messages` by copying index rows (labelled in the output)
-    queries: int = 200
+    # searches timed per tenant and index size. Since session 18: 1,000 from their own RNG (200 before, drawn from
+    # the traffic stream after the fill, so each run timed another sample): p99 then rests on the 10 slowest, and
+    # 200 queries' p99 moved by 10 ms (p5-p95) with the sample alone (/work/notes/bench31.md)
+    queries: int = 1000
     zipf: float = 1.0
     seed: int = 7
     throughput_only: bool = False  # stop after the throughput phase (quick A/B of the ingest path)
@@ -321,9 +325,9 @@ def client_cpu(seconds: float, messages: int, window: float) -> dict[str, float]
 
 
 async def search_latency(run: LoadRun, ranks: dict[str, int]) -> dict[str, Any]:
-    """Sequential searches, the same generated queries for each tenant; client-side time of the HTTP call, taken
-    with the lean client (bench_search), and that client's CPU per search."""
-    queries = [run.traffic.query() for _ in range(run.settings.queries)]
+    """Sequential searches, the same generated queries for each tenant and in every run of one seed; client-side time
+    of the HTTP call, taken with the lean client (bench_search), and that client's CPU per search."""
+    queries = search_queries(run.settings.queries, run.settings.seed)
     result: dict[str, Any] = {}
     reads = Client(run.endpoints["CAIRN_RECALL_URL"])
     try:

@@ -254,9 +254,10 @@ class Traffic:
             tenant = self.pick_tenant()
             yield Chat(tenant, [self.message(tenant) for _ in range(size)])
 
-    def query(self) -> str:
-        """A search someone would type: a name, a place, a topic, an identifier, or two of them."""
-        rng = self._rng
-        pools = (NAMES, ZH_NAMES, PLACES, ZH_PLACES, TOPICS, ZH_TOPICS, ERRORS, FILES)
-        words = [_draw(rng, rng.choice(pools)) for _ in range(rng.choice((1, 1, 2)))]
-        return " ".join(words)
+
+def search_queries(count: int, seed: int) -> list[str]:
+    """`count` searches someone would type (a name, a place, a topic, an identifier, or two of them), from an RNG of
+    their own: the same seed gives the same queries whatever traffic was posted before them."""
+    rng = random.Random(f"queries-{seed}")
+    pools = (NAMES, ZH_NAMES, PLACES, ZH_PLACES, TOPICS, ZH_TOPICS, ERRORS, FILES)
+    return [" ".join(_draw(rng, rng.choice(pools)) for _ in range(rng.choice((1, 1, 2)))) for _ in range(count)]

@@ -148,6 +148,7 @@ def _parser() -> argparse.ArgumentParser:
         default=REQUEST_MESSAGES,
         help="messages per lag-phase request (default: the throughput phase's 20; 5 = a live chat's trickle)",
     )
+    load.add_argument("--queries", type=int, default=1000, help="searches timed per tenant and index size")
     load.add_argument("--skip-search", action="store_true", help="run only throughput and index lag")
     load.add_argument("--throughput-only", action="store_true", help="stop after the throughput phase")
     memindex = kinds.add_parser("memindex", help="memory index: embedding texts/s, search p50/p99, edit indexing lag")
@@ -188,7 +189,7 @@ def load_settings(args: argparse.Namespace) -> LoadSettings:
         lag_seconds=args.lag_seconds, lag_workers=args.lag_workers, lag_batch=args.lag_batch,
         concurrency=args.concurrency,
         search_at=() if args.skip_search else tuple(int(n) for n in args.search_at.split(",")),
-        copy_rows=args.copy_rows, throughput_only=args.throughput_only,
+        copy_rows=args.copy_rows, throughput_only=args.throughput_only, queries=args.queries,
     )  # fmt: skip
 
 
