@@ -34,7 +34,7 @@ from cairn.cli.bench_lag import (
     short_of_asked,
 )
 from cairn.cli.bench_raw import raw_throughput
-from cairn.cli.bench_search import time_searches
+from cairn.cli.bench_search import stall_share, time_searches
 from cairn.cli.chatgen import Chat, Traffic, search_queries
 from cairn.events import INGEST_STREAM, SESSION_STREAM
 
@@ -336,7 +336,8 @@ async def search_latency(run: LoadRun, ranks: dict[str, int]) -> dict[str, Any]:
             p50, p99 = percentiles(timed.ms)
             result[label] = {"tenant_messages": await run.stored(rank), "p50_ms": p50, "p99_ms": p99,
                              "slowest": slowest(queries, timed.ms), "http_client": "bench_http",
-                             "client_cpu_ms_per_search": round(1000 * timed.cpu_s / len(queries), 3)}  # fmt: skip
+                             "client_cpu_ms_per_search": round(1000 * timed.cpu_s / len(queries), 3),
+                             "cpu_stall_share": stall_share(timed.cpu_stall_s, timed.ms)}  # fmt: skip
     finally:
         await reads.aclose()
     return result
@@ -447,6 +448,9 @@ def table(result: dict[str, Any]) -> list[tuple[str, str, str]]:
             figure = f"search p50/p99 at {int(target):,}, {label.replace('_', ' ')} ({tenant['tenant_messages']:,})"
             goal = "p99 < 50 ms" if int(target) >= 1_000_000 else ""
             rows.append((figure, f"{tenant['p50_ms']} / {tenant['p99_ms']} ms", goal))
+            waited = tenant.get("cpu_stall_share")  # None: no PSI here, or a result written before the key existed
+            if waited is not None:
+                rows.append(("    meanwhile some task on this machine waited for a CPU", f"{waited:.0%}", ""))
     return rows
 
 
