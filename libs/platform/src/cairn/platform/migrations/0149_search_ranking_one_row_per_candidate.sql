@@ -3,21 +3,29 @@
 -- for 1,000 every-term candidates of 'release ERR_CONN_RESET'), counted df by GROUP BY, joined the rows to it and
 -- summed them back by candidate: about a third of a tail query (~13 ms of ~40). Now, when the query has at most 8
 -- distinct asked lexemes, all weighted (the bench's two-word queries have 2 to 7):
---   - the lexemes are "slots" in the order of a tsvector's lexemes, the order unnest gave, each as a one-lexeme tsquery;
+--   - the lexemes are "slots" in the order of a tsvector's lexemes (the order unnest gave), each as a one-lexeme
+--     tsquery;
 --   - per candidate, a slot's tf is 0 if `asked @@ slot` is false; else 1 if no asked lexeme occurs twice (the text
 --     of `asked` has no comma: positions are the only commas of a tsvector's text, unless a lexeme holds one, and
---     then the count below runs); else the count of its positions, from unnest as before (~5 % of candidates);
+--     then the count below runs); else the count of its positions, from unnest as before (~7 % of a tail query's
+--     candidates);
 --   - df of a slot is a count over the candidates, and BM25 is one expression per candidate: the same terms, in the
 --     same order, 0 added where a slot is absent (x + 0 is x in floating point), so the scores are the same bits;
 --   - the per-query constants (slots, idf, the page flag, the mean length) are read as InitPlan parameters, not
 --     joined: a join to a one-row CTE rescans it for every candidate.
--- More lexemes, an empty or NULL one, or a NULL weight: 0070's statement ranks, unchanged. Results are those of 0070
--- for every query (same ids, order, scores).
+-- More lexemes, an empty or NULL one, fewer weights than lexemes or a NULL one: 0070's statement ranks, unchanged.
+-- Results are those of 0070 for every query (same ids, order, scores).
 --
--- Largest tenant at 1M (129,920 messages), in process, copies of the function, interleaved, 8 rounds of the 50
--- slowest queries of earlier bench runs, load 2.5-2.8: median per-query ratio 0.953 (an identical copy: 1.014),
--- per-query-median p99 40.6 -> 35.5 ms (the copy: 40.6), results identical 50/50. The ranking statement alone over
--- a tail query's 1,927 materialized candidates: 12.2 -> 9.4 ms (best of 30), median ratio ~0.65-0.8 by load.
+-- Measured in process on the bench's 1M index, copies of the function called interleaved (A B C / C B A), an
+-- identical copy as control, results identical in every run (same ids, order and scores):
+--   largest tenant (129,920 messages), the 50 slowest queries of earlier bench runs, 8 rounds, twice, load 2.5-3.5:
+--     median per-query ratio 0.953 and 0.966 (control 1.014 and 1.028); per-query-median p99 40.6 -> 35.5 and
+--     42.6 -> 40.6 ms;
+--   largest tenant, the bench's 400 queries of seeds 7 and 23, 2 rounds, load 4.6: median ratio 0.901 (control 0.990);
+--   66k / 13.8k tenants, 200 queries: 0.901 / 0.939 (control 0.993 / 1.026);
+--   a 600-message tenant: 1.078 (control 0.996), p50 2.9 -> 3.3 ms: the larger plan costs a fixed ~0.3 ms a call.
+-- (The runs above had the guard below as a NOT EXISTS statement; the 600-message figure is with this one.)
+-- The ranking statement alone over a tail query's 1,927 materialized candidates: 12.2 -> 9.4 ms (best of 30).
 
 CREATE OR REPLACE FUNCTION indexer.search_messages(
     p_tenant uuid, p_any tsquery, p_all tsquery, p_limit int, p_offset int, p_agent text, p_session_keys text[],
@@ -38,9 +46,10 @@ BEGIN
         RAISE EXCEPTION 'search_messages for tenant % inside a transaction of another tenant', p_tenant;
     END IF;
     PERFORM set_config('cairn.tenant_id', p_tenant::text, true);
-    -- the slot ranking needs every asked lexeme non-empty and weighted (else the statement of 0070 ranks)
+    -- the slot ranking needs every asked lexeme non-empty and weighted (else the statement of 0070 ranks); plain
+    -- expressions, which plpgsql evaluates without planning a statement
     IF array_position(p_lexemes, NULL) IS NULL AND array_position(p_lexemes, '') IS NULL
-       AND NOT EXISTS (SELECT 1 FROM unnest(p_lexemes) l WHERE p_weights[array_position(p_lexemes, l)] IS NULL) THEN
+       AND cardinality(p_weights) >= cardinality(p_lexemes) AND array_position(p_weights, NULL) IS NULL THEN
         slot_count := length(array_to_tsvector(p_lexemes));
     END IF;
     IF slot_count <= 8 THEN
@@ -129,11 +138,19 @@ BEGIN
                    greatest((SELECT least(coalesce(sum(n.messages), 0), 10000) FROM indexer.message_counts n
                              WHERE n.tenant_id = p_tenant), count(*))::float8 AS n,
                    greatest(avg(c.length), 1)::float8 AS length,
-                   ARRAY[count(*) FILTER (WHERE c.tf1 > 0), count(*) FILTER (WHERE c.tf2 > 0), count(*) FILTER (WHERE c.tf3 > 0), count(*) FILTER (WHERE c.tf4 > 0), count(*) FILTER (WHERE c.tf5 > 0), count(*) FILTER (WHERE c.tf6 > 0), count(*) FILTER (WHERE c.tf7 > 0), count(*) FILTER (WHERE c.tf8 > 0)]::float8[] AS df
+                   ARRAY[count(*) FILTER (WHERE c.tf1 > 0),
+                         count(*) FILTER (WHERE c.tf2 > 0),
+                         count(*) FILTER (WHERE c.tf3 > 0),
+                         count(*) FILTER (WHERE c.tf4 > 0),
+                         count(*) FILTER (WHERE c.tf5 > 0),
+                         count(*) FILTER (WHERE c.tf6 > 0),
+                         count(*) FILTER (WHERE c.tf7 > 0),
+                         count(*) FILTER (WHERE c.tf8 > 0)]::float8[] AS df
             FROM candidates c
         ),
         idf AS MATERIALIZED (
-            SELECT w.idf[1] AS idf1, w.idf[2] AS idf2, w.idf[3] AS idf3, w.idf[4] AS idf4, w.idf[5] AS idf5, w.idf[6] AS idf6, w.idf[7] AS idf7, w.idf[8] AS idf8
+            SELECT w.idf[1] AS idf1, w.idf[2] AS idf2, w.idf[3] AS idf3, w.idf[4] AS idf4,
+                   w.idf[5] AS idf5, w.idf[6] AS idf6, w.idf[7] AS idf7, w.idf[8] AS idf8
             FROM (SELECT ARRAY(SELECT p_weights[array_position(p_lexemes, s.lexemes[i])]
                                       * ln(1 + (o.n - o.df[i] + 0.5) / (o.df[i] + 0.5))
                                FROM generate_subscripts(s.lexemes, 1) i ORDER BY i) AS idf
@@ -141,7 +158,8 @@ BEGIN
         ),
         scored AS (
             SELECT c.message_id, c.occurred_at, c.every,
-                   CASE WHEN c.tf1 > 0 OR c.tf2 > 0 OR c.tf3 > 0 OR c.tf4 > 0 OR c.tf5 > 0 OR c.tf6 > 0 OR c.tf7 > 0 OR c.tf8 > 0 THEN
+                   CASE WHEN c.tf1 > 0 OR c.tf2 > 0 OR c.tf3 > 0 OR c.tf4 > 0
+                             OR c.tf5 > 0 OR c.tf6 > 0 OR c.tf7 > 0 OR c.tf8 > 0 THEN
                    CASE WHEN c.tf1 > 0 THEN (SELECT i.idf1 FROM idf i) * c.tf1::float8 * 1.9
                         / (c.tf1::float8 + 0.9 * (0.6 + 0.4 * c.length::float8 / (SELECT o.length FROM corpus o)))
                     ELSE 0 END
