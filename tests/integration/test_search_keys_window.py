@@ -3,7 +3,8 @@ most recent `cap` matches, in the ranking order, as a plain ordered query over a
 the window holds them all or falls short and the keys fetch the older rest — with ties in time, an agent filter and a
 start after a given message; a window that falls short is followed by one sized by what it held, then by the keys;
 and a window runs only when its plan ANDs the keys with the recency range (0146); with an occurred_at histogram the
-window ends at a time read from it, every row at that time in the window, rather than at a scanned exact row (0148)."""
+window ends at a time read from it, every row at that time in the window, rather than at a scanned exact row (0148);
+the every-term call estimates its matches from the every-term rows the any-term call saw (0151)."""
 
 import uuid
 from typing import TypeAlias
@@ -281,3 +282,58 @@ def _limit_rows(plan: str) -> str:
     """The rows the statement's top Limit node returned (auto_explain with analyze)."""
     line = next(line for line in plan.splitlines() if line.lstrip().startswith("Limit"))
     return line.split("rows=")[-1].split()[0].removesuffix(".00")
+
+
+async def test_the_every_term_matches_are_estimated_from_the_rows_the_any_term_call_saw(
+    app_pool: Pool, admin: Admin, stack: LocalStack
+) -> None:
+    """'walrus' in every tenth of 6,000 messages, 'narwhal' only with it, in every twentieth: 300 with both. As
+    search_messages does, the any-term call takes the 150 newest with either word (75 with both) and the every-term
+    call the 75 older ones after them. The planner estimates ~900 rows with either word (600 + 300, taken as
+    independent), half of them 450, over 5 × 75: a window. From what the any-term call saw (75 in the 1,500 newest
+    rows: 300 in 6,000) the keys fetch them in one statement, and the window's plan is not even asked for."""
+    tenant = str(uuid.uuid4())
+    texts = [
+        f"routine chat {index}" + (" walrus" if index % 10 == 0 else "") + (" narwhal" if index % 20 == 0 else "")
+        for index in range(SIZE)
+    ]
+    await _insert(app_pool, tenant, _rows(tenant, texts, [index // 3 for index in range(SIZE)]))
+    stats = await asyncpg.connect(stack.postgres_url("postgres"))
+    try:
+        await stats.execute("SET default_statistics_target = 10000")
+        await stats.execute("ANALYZE indexer.messages")
+    finally:
+        await stats.close()
+    any_terms, all_terms = "'walrus' | 'narwhal'", "'walrus' & 'narwhal'"
+    async with tenant_transaction(app_pool, tenant) as conn:
+        seen = await conn.fetch(
+            "SELECT message_id, occurred_at, terms @@ $3::tsquery AS every"
+            " FROM indexer.matching_messages($1, $2::tsquery, NULL, NULL, 150)",
+            uuid.UUID(tenant), any_terms, all_terms,
+        )  # fmt: skip
+    estimate = await admin.fetchval(
+        "SELECT indexer.estimated_matches(indexer.tenant_terms_query($1, $2::tsquery))", uuid.UUID(tenant), any_terms
+    )
+    every = sum(r["every"] for r in seen)
+    assert len(seen) == 150, len(seen)
+    assert every == 75, every
+    assert estimate * every / 150 > 5 * 75, f"{estimate}: the old estimate would not take the window"
+    oldest = seen[-1]
+    plans = await plans_of_every_statement(admin)
+    await admin.execute("SET auto_explain.log_analyze = on")
+    await admin.execute("SELECT set_config('cairn.tenant_id', $1, false)", tenant)
+    rows = await admin.fetch(
+        "SELECT message_id FROM indexer.matching_messages($1, $2::tsquery, NULL, NULL, $3, $4, $5, $6::tsquery, $7)",
+        uuid.UUID(tenant), all_terms, 150 - every, oldest["occurred_at"], oldest["message_id"], any_terms,
+        every / len(seen),
+    )  # fmt: skip
+    async with tenant_transaction(app_pool, tenant) as conn:
+        expected = await conn.fetch(
+            EXPECTED, uuid.UUID(tenant), all_terms, None, 75, oldest["occurred_at"], oldest["message_id"]
+        )
+    assert [r["message_id"] for r in rows] == [r["message_id"] for r in expected]
+    asked = [plan for plan in plans if "EXPLAIN SELECT m.message_id" in plan or WINDOW in plan]
+    assert not asked, "a window was tried:\n" + "\n".join(asked)
+    rest = [plan for plan in plans if "@@ keyed" in plan and WINDOW not in plan]
+    assert len(rest) == 1, "\n".join(rest)
+    assert _limit_rows(rest[0]) == "75", rest[0]
