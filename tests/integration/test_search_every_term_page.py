@@ -117,8 +117,7 @@ async def _unnested_positions(admin: Admin, plans: list[str], args: tuple[object
 
 async def test_only_the_every_term_candidates_are_scored_when_the_page_is_theirs(app_pool: Pool, admin: Admin) -> None:
     """40 messages with both words and 160 with one: a page of 10 is every-term messages only, and only their
-    lexemes are unnested with positions; a page of 50 reaches past them, and every candidate is scored. (0070's
-    statement: 0149 ranks a query of at most 8 lexemes with one row per candidate, test_search_ranking_slots.py.)"""
+    lexemes are unnested with positions; a page of 50 reaches past them, and every candidate is scored."""
     tenant = str(uuid.uuid4())
     texts = [f"walrus ledger {index}" for index in range(40)] + [f"walrus alone {index}" for index in range(160)]
     random.Random(2).shuffle(texts)
@@ -129,10 +128,9 @@ async def test_only_the_every_term_candidates_are_scored_when_the_page_is_theirs
     for setting in ("log_analyze = on", "log_verbose = on", "log_format = json", "log_timing = off"):
         await admin.execute(f"SET auto_explain.{setting}")
 
-    # an empty asked lexeme (weighted, matching nothing) has 0070's statement rank, not 0149's slots
     def args(limit: int) -> tuple[object, ...]:
-        return (uuid.UUID(tenant), built.any_terms, built.all_terms, limit, 0, None, None, [*built.lexemes, ""],
-                [*built.weights, 1.0], 1000)  # fmt: skip
+        return (uuid.UUID(tenant), built.any_terms, built.all_terms, limit, 0, None, None, list(built.lexemes),
+                list(built.weights), 1000)  # fmt: skip
 
     async with tenant_transaction(app_pool, tenant) as conn:
         asked = "length(ts_filter(setweight(terms, 'A', $2), '{a}'))"

@@ -14,6 +14,11 @@
 --   - the per-query constants (slots, idf, the page flag, the mean length) are read as InitPlan parameters, not
 --     joined: a join to a one-row CTE rescans it for every candidate.
 -- More lexemes, an empty or NULL one, fewer weights than lexemes or a NULL one: 0070's statement ranks, unchanged.
+-- So does a tenant of fewer than 3,000 messages (message_counts, read by one statement only when the slots could
+-- rank): the slots' larger plan costs a fixed ~0.3-0.7 ms a call, which few candidates do not win back. Ungated,
+-- median per-query ratio against 0148 (200 bench queries, load 2-4): 600 messages 1.134, 1,210: 1.045, 1,600: 1.037,
+-- 2,000/2,010: 1.037/1.020/1.017, 2,600: 1.004, 2,800: 0.976, 3,380: 0.989, 3,800: 0.981, 4,794: 0.966, 5,800: 0.928,
+-- 13,810: 0.914. Gated, 600 messages: 1.019 (the count's statement).
 -- Results are those of 0070 for every query (same ids, order, scores).
 --
 -- Measured in process on the bench's 1M index, copies of the function called interleaved (A B C / C B A), an
@@ -41,6 +46,7 @@ AS $$
 DECLARE
     any_query tsquery := CASE WHEN p_any = p_all THEN p_any ELSE p_any || p_all END;
     slot_count int;
+    tenant_messages bigint;
 BEGIN
     IF coalesce(current_setting('cairn.tenant_id', true), '') NOT IN ('', p_tenant::text) THEN
         RAISE EXCEPTION 'search_messages for tenant % inside a transaction of another tenant', p_tenant;
@@ -52,7 +58,12 @@ BEGIN
        AND cardinality(p_weights) >= cardinality(p_lexemes) AND array_position(p_weights, NULL) IS NULL THEN
         slot_count := length(array_to_tsvector(p_lexemes));
     END IF;
+    -- and a tenant large enough for it to pay: its plan costs a fixed ~0.3-0.7 ms a call more, which a tenant under
+    -- ~3,000 messages (and its few candidates) does not win back
     IF slot_count <= 8 THEN
+        SELECT sum(n.messages) INTO tenant_messages FROM indexer.message_counts n WHERE n.tenant_id = p_tenant;
+    END IF;
+    IF tenant_messages >= 3000 THEN
         RETURN QUERY
         WITH some_term AS MATERIALIZED (
             SELECT s.message_id, s.occurred_at, s.terms @@ p_all AS every, s.terms
