@@ -14,12 +14,12 @@ import pytest
 from nats.aio.client import Client
 from pydantic import SecretStr
 
+from cairn.delivery.nats import connect
 from cairn.local import LocalStack
 from cairn.local.stack import OWNER
-from cairn.platform.migrations import apply_migrations
-from cairn.platform.nats import connect
-from cairn.platform.postgres import create_pool
-from cairn.platform.settings import PostgresSettings
+from cairn.storage.migrations import apply_migrations
+from cairn.storage.postgres import create_pool
+from cairn.storage.settings import PostgresSettings
 
 T = TypeVar("T")
 

@@ -14,10 +14,10 @@ import pytest
 from cairn.indexer import store
 from cairn.local import LocalStack
 from cairn.memindex import store as memory_store
-from cairn.platform.postgres import tenant_transaction
 from cairn.recall.memory_queries import MemoryReads
 from cairn.recall.progress import CHANNELS, IndexProgress
 from cairn.recall.queries import ReadStore
+from cairn.storage.postgres import tenant_transaction
 from tests.integration.conftest import eventually, holds_for, listening_since, postgres_now
 
 pytestmark = pytest.mark.integration

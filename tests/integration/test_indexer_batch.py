@@ -11,13 +11,13 @@ from typing import Any, TypeAlias
 import asyncpg
 import pytest
 
+from cairn.delivery.consumer import BatchHandlers, Delivery, PerEvent
 from cairn.events import Event, ResetBoundary, SessionCreated, SessionForked, TranscriptAppended
 from cairn.indexer.handlers import IndexerProjection
 from cairn.indexer.memory_handlers import MemoryTranscripts, build_memory_handlers
 from cairn.indexer.store import MESSAGE_COLUMNS
 from cairn.memindex import LocalEmbedder, MemoryIndex, MemoryIndexSettings, store
-from cairn.platform.consumer import BatchHandlers, Delivery, PerEvent
-from cairn.platform.postgres import tenant_transaction, tenants_transaction
+from cairn.storage.postgres import tenant_transaction, tenants_transaction
 from cairn.text import build_query
 from tests.integration.test_search_keys import plans_of_every_statement
 

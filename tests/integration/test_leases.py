@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
+from cairn.delivery.leases import PartitionLeases, fair_share
 from cairn.local import LocalStack
-from cairn.platform.leases import PartitionLeases, fair_share
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ from cairn.memindex import MemoryIndex, store
 from cairn.memindex.embeddings import OpenAICompatibleEmbedder
 from cairn.memindex.settings import EmbeddingSettings, MemoryIndexSettings
 from cairn.memindex.transcripts import Turn
-from cairn.platform.postgres import MEMORY_PROGRESS_CHANNEL, tenant_transaction
+from cairn.storage.postgres import MEMORY_PROGRESS_CHANNEL, tenant_transaction
 from tests.embedding_api import Handler, serving
 from tests.integration.conftest import own_database_pool
 

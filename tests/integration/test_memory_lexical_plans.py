@@ -9,7 +9,7 @@ from typing import TypeAlias
 import asyncpg
 import pytest
 
-from cairn.platform.postgres import tenant_transaction
+from cairn.storage.postgres import tenant_transaction
 from cairn.text import build_query
 from tests.integration.test_memory_reads import _row, _write
 from tests.integration.test_search_keys import plans_of_every_statement

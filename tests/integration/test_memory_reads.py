@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 from cairn.memindex import LocalEmbedder, store
-from cairn.platform.postgres import tenant_transaction
 from cairn.recall import memory_queries
 from cairn.recall.memory_dates import days_named, month_days, on_day
 from cairn.recall.memory_queries import ChunkDetail, MemoryReads, Where
 from cairn.recall.memory_ranking import RankingOptions
 from cairn.recall.memory_search import Found, MemoryQuery, MemorySearch
+from cairn.storage.postgres import tenant_transaction
 from cairn.text import build_query, index_terms, to_tsvector_literal
 
 pytestmark = pytest.mark.integration

@@ -26,10 +26,10 @@ from cairn.memindex import MemoryIndex, store
 from cairn.memindex.embeddings import OpenAICompatibleEmbedder
 from cairn.memindex.settings import EmbeddingSettings, MemoryIndexSettings
 from cairn.memindex.transcripts import Turn
-from cairn.platform.migrations import available_migrations
-from cairn.platform.postgres import create_pool, tenant_transaction
-from cairn.platform.settings import PostgresSettings
 from cairn.recall.memory_queries import MemoryReads, Where
+from cairn.storage.migrations import available_migrations
+from cairn.storage.postgres import create_pool, tenant_transaction
+from cairn.storage.settings import PostgresSettings
 from tests.embedding_api import Handler, serving
 from tests.integration.conftest import eventually, holds_for, own_database
 

@@ -20,9 +20,9 @@ import pytest
 from pydantic import SecretStr
 
 from cairn.local import LocalStack
-from cairn.platform.postgres import create_pool
-from cairn.platform.settings import PostgresSettings
 from cairn.recall.memory_queries import ANN_VECTOR, MemoryReads, Where
+from cairn.storage.postgres import create_pool
+from cairn.storage.settings import PostgresSettings
 from tests.integration.conftest import own_database
 
 pytestmark = pytest.mark.integration

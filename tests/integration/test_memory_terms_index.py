@@ -15,9 +15,9 @@ from pydantic import SecretStr
 
 from cairn.local import LocalStack
 from cairn.memindex import store
-from cairn.platform.postgres import create_pool, tenant_transaction
-from cairn.platform.settings import PostgresSettings
 from cairn.recall.memory_queries import MemoryReads, Where
+from cairn.storage.postgres import create_pool, tenant_transaction
+from cairn.storage.settings import PostgresSettings
 from cairn.text import build_query, index_terms, to_tsvector_literal
 from tests.integration.conftest import own_database_with_pgstattuple
 

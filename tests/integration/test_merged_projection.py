@@ -15,12 +15,12 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy
 
+from cairn.delivery.consumer import Part, Projection
+from cairn.delivery.publisher import EventPublisher
+from cairn.delivery.settings import NatsSettings
 from cairn.events import DEAD_LETTER_STREAM, RECALL_STREAM, dead_letter_subject
 from cairn.local import LocalStack
-from cairn.platform.consumer import Part, Projection
-from cairn.platform.postgres import tenant_transaction
-from cairn.platform.publisher import EventPublisher
-from cairn.platform.settings import NatsSettings
+from cairn.storage.postgres import tenant_transaction
 from tests.integration.conftest import eventually
 from tests.integration.test_projection import BATCHED, BatchRecorder, kept, recall_of, settled
 from tests.streams import stream_messages

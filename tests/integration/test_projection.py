@@ -18,6 +18,10 @@ from nats.js.api import ConsumerConfig, RawStreamMsg
 from opentelemetry import propagate
 from opentelemetry.propagators.textmap import TextMapPropagator, default_getter, default_setter
 
+from cairn.delivery.consumer import BatchHandlers, Delivery, Handler, Projection, Unit
+from cairn.delivery.publisher import EventPublisher, Outgoing
+from cairn.delivery.settings import NatsSettings
+from cairn.delivery.trace_context import recording
 from cairn.events import (
     DEAD_LETTER_STREAM,
     INDEX_STREAM,
@@ -31,11 +35,7 @@ from cairn.events import (
     subject_for,
 )
 from cairn.local import LocalStack
-from cairn.platform.consumer import BatchHandlers, Delivery, Handler, Projection, Unit
-from cairn.platform.postgres import tenant_transaction
-from cairn.platform.publisher import EventPublisher, Outgoing
-from cairn.platform.settings import NatsSettings
-from cairn.platform.telemetry import recording
+from cairn.storage.postgres import tenant_transaction
 from tests.integration.conftest import eventually, holds_for
 from tests.streams import stream_messages
 

@@ -16,11 +16,11 @@ from nats.js import JetStreamContext
 from nats.js.api import StorageType, StreamConfig
 from opentelemetry import context, propagate
 
+from cairn.delivery import publisher as module
+from cairn.delivery.nats import connect
+from cairn.delivery.publisher import EventPublisher, Outgoing
 from cairn.events import Event, InboundMessage, MessageReceived, encode_event
 from cairn.local import LocalStack
-from cairn.platform import publisher as module
-from cairn.platform.nats import connect
-from cairn.platform.publisher import EventPublisher, Outgoing
 
 TENANT = "1525f314-6741-4c00-8d03-4047f54f310d"
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"

@@ -1,4 +1,4 @@
-"""`cairn.platform.pull.fetch` against the real nats-server: the batch it returns, in stream order, ending
+"""`cairn.delivery.pull.fetch` against the real nats-server: the batch it returns, in stream order, ending
 when the server ends the pull request; what an earlier request left in the subscription's queue; stale
 status messages; the subscription's pending accounting; and a closed connection ending a wait."""
 
@@ -13,9 +13,9 @@ from nats.aio.client import Client
 from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig
 
+from cairn.delivery.nats import connect
+from cairn.delivery.pull import Delivery, fetch
 from cairn.local import LocalStack
-from cairn.platform.nats import connect
-from cairn.platform.pull import Delivery, fetch
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from typing import TypeAlias
 import asyncpg
 import pytest
 
-from cairn.platform.retention import sweep_processed
+from cairn.delivery.retention import sweep_processed
 
 pytestmark = pytest.mark.integration
 

@@ -12,8 +12,8 @@ import asyncpg
 import pytest
 
 from cairn.indexer import store
-from cairn.platform.postgres import tenant_transaction
 from cairn.recall.queries import SEARCH_MESSAGES
+from cairn.storage.postgres import tenant_transaction
 from cairn.text import build_query
 from tests.integration.test_search_keys import plans_of_every_statement
 from tests.integration.test_search_suite import _message

@@ -15,9 +15,9 @@ import asyncpg
 import pytest
 
 from cairn.indexer import store
-from cairn.platform.migrations import available_migrations
-from cairn.platform.postgres import tenant_transaction
 from cairn.recall.queries import SEARCH_MESSAGES
+from cairn.storage.migrations import available_migrations
+from cairn.storage.postgres import tenant_transaction
 from cairn.text import build_query
 from tests.integration.test_search_keys import plans_of_every_statement
 from tests.integration.test_search_suite import _message

@@ -13,8 +13,8 @@ import pytest
 
 from cairn.cli.bench_load import COPY_INDEX_ROWS
 from cairn.indexer import store
-from cairn.platform.postgres import tenant_transaction
 from cairn.recall.queries import SEARCH_MESSAGES, Page, ReadStore, Scope
+from cairn.storage.postgres import tenant_transaction
 from cairn.text import build_query
 from tests.integration.test_search_suite import _index, _message
 from tests.search_cases import CASES

@@ -13,7 +13,7 @@ import asyncpg
 import pytest
 
 from cairn.local import LocalStack
-from cairn.platform.postgres import tenant_transaction
+from cairn.storage.postgres import tenant_transaction
 from tests.integration.test_search_every_term import _insert, _rows
 from tests.integration.test_search_keys import plans_of_every_statement
 

@@ -11,8 +11,8 @@ import pytest
 
 from cairn.events import TranscriptAppended
 from cairn.indexer import store
-from cairn.platform.postgres import tenant_transaction
 from cairn.recall.queries import MessageHit, Page, ReadStore, Scope
+from cairn.storage.postgres import tenant_transaction
 from cairn.text import build_query
 from tests.search_cases import CASES, CORPUS, Case
 

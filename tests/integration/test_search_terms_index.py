@@ -15,9 +15,9 @@ from pydantic import SecretStr
 
 from cairn.indexer import store
 from cairn.local import LocalStack
-from cairn.platform.postgres import create_pool, tenant_transaction
-from cairn.platform.settings import PostgresSettings
 from cairn.recall.queries import Page, ReadStore, Scope
+from cairn.storage.postgres import create_pool, tenant_transaction
+from cairn.storage.settings import PostgresSettings
 from cairn.text import build_query
 from tests.integration.conftest import own_database_with_pgstattuple
 from tests.integration.test_search_suite import _message

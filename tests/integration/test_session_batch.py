@@ -15,6 +15,7 @@ from typing import Any, TypeAlias
 import asyncpg
 import pytest
 
+from cairn.delivery.consumer import Delivery
 from cairn.events import (
     AgentConfig,
     AgentConfigured,
@@ -29,13 +30,12 @@ from cairn.events import (
     SessionForked,
     TranscriptAppended,
 )
-from cairn.platform.consumer import Delivery
-from cairn.platform.postgres import tenant_transaction, tenants_transaction
 from cairn.session.batched import BatchedTranscripts, Opening
 from cairn.session.handlers import SessionHandlers
 from cairn.session.projection import SessionProjection
 from cairn.session.settings import CompactionSettings, SessionSettings
 from cairn.session.store import Entry, PostgresTranscripts
+from cairn.storage.postgres import tenant_transaction, tenants_transaction
 
 pytestmark = pytest.mark.integration
 

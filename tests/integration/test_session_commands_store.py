@@ -20,10 +20,10 @@ from cairn.events import (
     TranscriptAppended,
 )
 from cairn.ingest.store import AgentConfigs, VersionConflict
-from cairn.platform.postgres import tenant_transaction
 from cairn.session.handlers import SessionHandlers
 from cairn.session.settings import SessionSettings
 from cairn.session.store import PostgresTranscripts
+from cairn.storage.postgres import tenant_transaction
 
 pytestmark = pytest.mark.integration
 

@@ -14,13 +14,13 @@ from typing import TypeAlias
 import asyncpg
 import pytest
 
+from cairn.edge.auth import ApiKeys, hash_key
 from cairn.ingest.domain import new_api_key
 from cairn.local import LocalStack
 from cairn.local.processes import free_port
 from cairn.local.stack import OWNER
-from cairn.platform.auth import ApiKeys, hash_key
-from cairn.platform.migrations import apply_migrations, available_migrations
-from cairn.platform.postgres import is_projector, tenant_transaction, tenants_transaction
+from cairn.storage.migrations import apply_migrations, available_migrations
+from cairn.storage.postgres import is_projector, tenant_transaction, tenants_transaction
 
 pytestmark = pytest.mark.integration
 

@@ -27,10 +27,10 @@ from cairn.consolidation.handlers import (
     on_reset_boundary,
 )
 from cairn.consolidation.store import MemoryStore, StaleDocumentError
+from cairn.delivery.consumer import Delivery, PoisonEvent
 from cairn.events import CompactionImminent, DocumentChanged, Event, MemoryWriteRequested, ResetBoundary
 from cairn.events.documents import MAX_DOCUMENT_BYTES
 from cairn.events.models import Role, TranscriptLine
-from cairn.platform.consumer import Delivery, PoisonEvent
 
 TENANT = "0193f0c4-7a3e-7cc1-9b2e-5d1f3a2b4c6d"
 RESET_AT = datetime(2026, 11, 30, 14, 5, 42, tzinfo=UTC)

@@ -5,7 +5,7 @@ import pytest
 from nats.aio.msg import Msg
 from nats.errors import NotJSMessageError
 
-from cairn.platform.pull import Delivery
+from cairn.delivery.pull import Delivery
 
 ACK_SUBJECTS = [
     "$JS.ACK.CAIRN_INGEST.session-p3.1.4711.17.1764500000123456789.0",  # v1: no domain, no account hash

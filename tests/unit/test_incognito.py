@@ -5,8 +5,8 @@ import uuid
 from datetime import UTC, datetime
 
 from cairn.events import InboundMessage
+from cairn.events.incognito import IncognitoEntry, IncognitoThread, StoredEntry
 from cairn.ingest.incognito import entry_for
-from cairn.platform.incognito import IncognitoEntry, IncognitoThread, StoredEntry
 from cairn.recall.incognito_reads import IncognitoReads
 
 AT = datetime(2026, 11, 29, 9, 30, tzinfo=UTC)

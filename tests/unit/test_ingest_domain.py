@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from cairn.edge.auth import hash_key
 from cairn.events import InboundMessage
 from cairn.ingest.api import oversized_text
 from cairn.ingest.domain import (
@@ -18,7 +19,6 @@ from cairn.ingest.domain import (
     session_key_problem,
     text_too_large,
 )
-from cairn.platform.auth import hash_key
 
 
 def test_new_keys_are_random() -> None:

@@ -4,7 +4,7 @@ import uuid
 
 import pytest
 
-from cairn.platform.consumer import MARK_PROCESSED, MARK_PROCESSED_OF, _literal, _names, _uuids
+from cairn.delivery.consumer import MARK_PROCESSED, MARK_PROCESSED_OF, _literal, _names, _uuids
 
 
 def test_uuids_become_the_inside_of_an_array_literal() -> None:

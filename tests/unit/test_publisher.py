@@ -7,9 +7,9 @@ import uuid
 import pytest
 from nats.errors import BadHeaderError, BadSubjectError
 
+from cairn.delivery import publisher
+from cairn.delivery.publisher import Outgoing
 from cairn.events import Event, IndexAdvanced, encode_event
-from cairn.platform import publisher
-from cairn.platform.publisher import Outgoing
 
 TENANT = "1525f314-6741-4c00-8d03-4047f54f310d"
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"

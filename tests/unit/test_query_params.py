@@ -2,7 +2,7 @@
 
 import pytest
 
-from cairn.platform.query import without_empty_values
+from cairn.edge.query import without_empty_values
 
 
 @pytest.mark.parametrize(

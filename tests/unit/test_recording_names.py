@@ -3,10 +3,10 @@ projection a merged consumer feeds (the indexer's session stream), whose records
 
 from typing import Any, cast
 
-from cairn.platform.consumer import Part, PerEvent, Projection
-from cairn.platform.publisher import EventPublisher
-from cairn.platform.retention import recording_consumers
-from cairn.platform.settings import NatsSettings
+from cairn.delivery.consumer import Part, PerEvent, Projection
+from cairn.delivery.publisher import EventPublisher
+from cairn.delivery.retention import recording_consumers
+from cairn.delivery.settings import NatsSettings
 
 NO_POOL = cast(Any, None)  # never connected: only names are asked
 PUBLISHER = EventPublisher(cast(Any, None))

@@ -8,8 +8,9 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
+from cairn.edge.settings import HttpSettings
 from cairn.platform import runtime
-from cairn.platform.settings import HttpSettings, ServiceSettings
+from cairn.platform.settings import ServiceSettings
 
 
 def served_with(monkeypatch: pytest.MonkeyPatch, settings: ServiceSettings) -> uvicorn.Config:

@@ -7,10 +7,10 @@ from fastapi import FastAPI
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from opentelemetry.trace import NoOpTracerProvider
 
-from cairn.platform.publisher import EventPublisher
+from cairn.delivery.publisher import EventPublisher
+from cairn.edge.trace_context import HandOnTraceContext
 from cairn.platform.runtime import create_service_app
 from cairn.platform.settings import ServiceSettings
-from cairn.platform.telemetry import HandOnTraceContext
 
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 REQUEST_HEADERS = [

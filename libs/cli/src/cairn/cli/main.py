@@ -20,10 +20,11 @@ from cairn.cli.bench_retrieval import MODES, report_retrieval, run_retrieval
 from cairn.cli.importer import import_file
 from cairn.cli.memory import MemoryClient, export_memory, import_memory
 from cairn.cli.reindex import reindex
+from cairn.delivery.nats import RECONNECT_WAIT_S, connect, ensure_streams
+from cairn.delivery.settings import NatsSettings
 from cairn.memindex import EmbeddingSettings, MemoryIndex, MemoryIndexSettings, create_embedder
-from cairn.platform.migrations import apply_migrations
-from cairn.platform.nats import RECONNECT_WAIT_S, connect, ensure_streams
-from cairn.platform.settings import NatsSettings, PostgresSettings
+from cairn.storage.migrations import apply_migrations
+from cairn.storage.settings import PostgresSettings
 
 
 class MigrateSettings(BaseSettings):

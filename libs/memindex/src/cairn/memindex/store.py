@@ -15,7 +15,7 @@ import numpy as np
 
 from cairn.memindex.embeddings import Vectors
 from cairn.memindex.transcripts import Turn
-from cairn.platform.postgres import MEMORY_PROGRESS_CHANNEL
+from cairn.storage.postgres import MEMORY_PROGRESS_CHANNEL
 
 Connection = Any
 

@@ -22,15 +22,16 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from cairn.platform.auth import ApiKeys
-from cairn.platform.postgres import create_pool, ping
-from cairn.platform.problems import install_problem_handlers
-from cairn.platform.publisher import EventPublisher
-from cairn.platform.pull import Consumer
-from cairn.platform.query import EmptyQueryParamsAreAbsent
-from cairn.platform.retention import keep_sweeping, recording_consumers
+from cairn.delivery.publisher import EventPublisher
+from cairn.delivery.pull import Consumer
+from cairn.delivery.retention import keep_sweeping, recording_consumers
+from cairn.edge.auth import ApiKeys
+from cairn.edge.problems import install_problem_handlers
+from cairn.edge.query import EmptyQueryParamsAreAbsent
+from cairn.edge.trace_context import HandOnTraceContext
 from cairn.platform.settings import ServiceSettings
-from cairn.platform.telemetry import HandOnTraceContext, setup_logging, setup_tracing
+from cairn.platform.telemetry import setup_logging, setup_tracing
+from cairn.storage.postgres import create_pool, ping
 
 log = logging.getLogger(__name__)
 SettingsT = TypeVar("SettingsT", bound=ServiceSettings)

@@ -6,15 +6,12 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Mapping
 from typing import Any
 
-from opentelemetry import context, propagate, trace
-from opentelemetry.instrumentation.asgi import asgi_getter
+from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter, SpanExporter
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from cairn.platform.settings import TelemetrySettings
 
@@ -49,42 +46,6 @@ def setup_tracing(service: str) -> TracerProvider | None:
     AsyncPGInstrumentor().instrument(tracer_provider=provider)  # type: ignore[no-untyped-call]
     RedisInstrumentor().instrument(tracer_provider=provider)
     return provider
-
-
-def recording() -> bool:
-    """Whether spans are recorded (an SDK tracer provider is installed): without one a span records nothing."""
-    return isinstance(trace.get_tracer_provider(), TracerProvider)
-
-
-def handed_on(headers: Mapping[str, str] | None) -> dict[str, str]:
-    """The trace headers an event caused by a message with `headers` carries when no span is recorded: its
-    trace context as the configured propagators write it, exactly what a no-op span would hand on."""
-    if not headers:
-        return {}
-    carried: dict[str, str] = {}
-    propagate.inject(carried, context=propagate.extract(headers))
-    return carried
-
-
-class HandOnTraceContext:
-    """ASGI middleware for a service that records no spans: the request's trace context (as its headers carry it)
-    is current while the request runs, so what it publishes hands the trace on, exactly as under the OpenTelemetry
-    middleware with the no-op tracer, whose per-request span details, attributes, metrics and send/receive
-    wrappers cost a sixth of ingest's CPU for nothing when no span is recorded."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket"):
-            await self.app(scope, receive, send)
-            return
-        carrier: dict[str, Any] = scope  # type: ignore[assignment]  # the getter reads an ASGI scope as a dict
-        token = context.attach(propagate.extract(carrier, getter=asgi_getter))
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            context.detach(token)
 
 
 class JsonFormatter(logging.Formatter):

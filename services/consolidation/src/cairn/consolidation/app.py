@@ -12,9 +12,9 @@ from cairn.consolidation.handlers import (
     on_reset_boundary,
 )
 from cairn.consolidation.settings import ConsolidationSettings
+from cairn.delivery.consumer import Handler, Projection
 from cairn.events import INGEST_STREAM, SESSION_STREAM, CompactionImminent, MemoryWriteRequested, ResetBoundary
 from cairn.events.streams import subject_pattern
-from cairn.platform.consumer import Handler, Projection
 from cairn.platform.runtime import Runtime, create_service_app, serve
 
 CONSUMER = "consolidation"

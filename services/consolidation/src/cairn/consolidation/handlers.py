@@ -18,8 +18,8 @@ from cairn.consolidation.domain import (
     snapshot_path,
 )
 from cairn.consolidation.store import MemoryStore, PostgresStore
+from cairn.delivery.consumer import Delivery, Handler, PoisonEvent
 from cairn.events import CompactionImminent, Envelope, Event, MemoryWriteRequested, ResetBoundary
-from cairn.platform.consumer import Delivery, Handler, PoisonEvent
 
 log = logging.getLogger(__name__)
 

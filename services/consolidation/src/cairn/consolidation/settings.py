@@ -2,7 +2,8 @@
 
 from pydantic import Field
 
-from cairn.platform.settings import HttpSettings, ServiceSettings, http_defaults
+from cairn.edge.settings import HttpSettings, http_defaults
+from cairn.platform.settings import ServiceSettings
 
 
 class ConsolidationSettings(ServiceSettings):

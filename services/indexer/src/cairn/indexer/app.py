@@ -4,14 +4,14 @@ from collections.abc import Mapping
 
 from fastapi import FastAPI
 
+from cairn.delivery.consumer import BatchHandlers, Handler, Part, Projection
+from cairn.delivery.pull import Consumer
 from cairn.events import INDEXER_CONSUMER, INGEST_STREAM, MEMORY_STREAM, SESSION_STREAM
 from cairn.indexer.handlers import IndexerProjection
 from cairn.indexer.memory_handlers import CONSUMER, MemoryTranscripts, build_memory_handlers
 from cairn.indexer.memory_worker import MemoryWorker
 from cairn.indexer.settings import IndexerSettings
 from cairn.memindex import LocalEmbedder, MemoryIndex, create_embedder
-from cairn.platform.consumer import BatchHandlers, Handler, Part, Projection
-from cairn.platform.pull import Consumer
 from cairn.platform.runtime import Runtime, create_service_app, serve
 
 AGENT_CONFIGURED = "cairn.*.*.agent.configured.*"  # the ingest stream's subjects carry a partition token

@@ -8,9 +8,9 @@ positions in one more, whatever the number of tenants (each row names its tenant
 from collections.abc import Sequence
 from typing import Any, cast
 
+from cairn.delivery.consumer import Delivery, Unit
 from cairn.events import Event, ResetBoundary, SessionCreated, SessionForked, TranscriptAppended
 from cairn.indexer import store
-from cairn.platform.consumer import Delivery, Unit
 
 Connection = Any
 # Events with nothing to index still carry an ingest position the index has reached once they are applied:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from cairn.delivery.consumer import Delivery, Handler, Unit
 from cairn.events import (
     AgentConfigured,
     DocumentChanged,
@@ -23,7 +24,6 @@ from cairn.events import (
 )
 from cairn.memindex import MemoryIndex, store
 from cairn.memindex.transcripts import Turn, clean_text, is_remembered_turn, remembers
-from cairn.platform.consumer import Delivery, Handler, Unit
 
 log = logging.getLogger(__name__)
 CONSUMER = "memory-index"

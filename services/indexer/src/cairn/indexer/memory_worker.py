@@ -19,7 +19,7 @@ import asyncpg
 
 from cairn.memindex import MemoryIndex, store
 from cairn.memindex.embeddings import RemoteEmbeddingError
-from cairn.platform.postgres import tenant_transaction
+from cairn.storage.postgres import tenant_transaction
 
 log = logging.getLogger(__name__)
 

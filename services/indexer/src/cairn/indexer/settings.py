@@ -2,8 +2,9 @@
 
 from pydantic import Field
 
+from cairn.edge.settings import HttpSettings, http_defaults
 from cairn.memindex import EmbeddingSettings, MemoryIndexSettings
-from cairn.platform.settings import HttpSettings, ServiceSettings, http_defaults
+from cairn.platform.settings import ServiceSettings
 
 
 class IndexerSettings(ServiceSettings):

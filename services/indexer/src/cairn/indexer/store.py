@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cairn.events import TranscriptAppended
-from cairn.platform.postgres import INDEX_PROGRESS_CHANNEL
+from cairn.storage.postgres import INDEX_PROGRESS_CHANNEL
 from cairn.text import message_vector
 
 Connection = Any

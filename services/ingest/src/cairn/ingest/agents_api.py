@@ -10,12 +10,12 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Path, Request, Response
 
+from cairn.edge.auth import Tenant
+from cairn.edge.problems import Problem
 from cairn.events import AgentConfig, AgentConfigured
 from cairn.events.envelope import TOKEN_PATTERN
 from cairn.ingest.memory import version_of
 from cairn.ingest.store import AgentConfigs, VersionConflict
-from cairn.platform.auth import Tenant
-from cairn.platform.problems import Problem
 from cairn.platform.runtime import runtime_of
 
 router = APIRouter(tags=["agents"])

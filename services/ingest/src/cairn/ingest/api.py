@@ -9,15 +9,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
+from cairn.delivery.publisher import EventPublisher
+from cairn.edge.auth import ApiKeys, Tenant, bearer_token
+from cairn.edge.problems import Problem, problem_response, validation_problem
 from cairn.events import INGEST_STREAM, InboundMessage, MessageReceived
 from cairn.events.routing import RoutingError, is_incognito
 from cairn.ingest import incognito
 from cairn.ingest.domain import dedup_ids, new_api_key, received, refusal, text_too_large
 from cairn.ingest.settings import IngestSettings
 from cairn.ingest.store import AgentConfigs, TenantStore
-from cairn.platform.auth import ApiKeys, Tenant, bearer_token
-from cairn.platform.problems import Problem, problem_response, validation_problem
-from cairn.platform.publisher import EventPublisher
 from cairn.platform.runtime import Runtime, runtime_of, runtime_settings, settings_of
 
 router = APIRouter()

@@ -4,15 +4,15 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from starlette.middleware import Middleware
 
+from cairn.delivery.pull import Consumer
 from cairn.ingest import agents_api, api, memory_api, sessions_api
 from cairn.ingest.fast import BatchFastPath
 from cairn.ingest.inbox import Inbox
+from cairn.ingest.incognito_store import IncognitoThreads
 from cairn.ingest.outcomes import WriteOutcomes
 from cairn.ingest.sessions import SessionDirectory
 from cairn.ingest.settings import IngestSettings
 from cairn.ingest.store import AgentConfigs, TenantStore
-from cairn.platform.incognito import IncognitoThreads
-from cairn.platform.pull import Consumer
 from cairn.platform.runtime import Runtime, create_service_app, serve
 
 

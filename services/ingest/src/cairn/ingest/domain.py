@@ -6,10 +6,10 @@ import secrets
 import uuid
 from dataclasses import dataclass
 
+from cairn.edge.auth import hash_key
 from cairn.events import InboundMessage, MessageReceived, utc_now
 from cairn.events.models import MAX_TEXT_CHARS
 from cairn.events.routing import RoutingConfig, session_key_for
-from cairn.platform.auth import hash_key
 
 KEY_PREFIX = "ck_"
 # At most 512 characters, none of them whitespace or control characters (keys are printed, logged, pasted).

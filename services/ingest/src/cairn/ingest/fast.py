@@ -20,8 +20,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from cairn.edge.auth import ApiKeys, bearer_key
 from cairn.ingest.api import MAX_BATCH, BatchResult, accept_batch
-from cairn.platform.auth import ApiKeys, bearer_key
 from cairn.platform.runtime import Runtime
 
 PATH = "/v1/messages/batch"

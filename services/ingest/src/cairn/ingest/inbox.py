@@ -13,17 +13,17 @@ import asyncpg
 from nats.aio.msg import Msg
 from pydantic import ValidationError
 
+from cairn.delivery.publisher import EventPublisher
+from cairn.delivery.pull import PullConsumer
+from cairn.edge.problems import Problem
 from cairn.events import INBOX_STREAM, InboundMessage
 from cairn.events.routing import INCOGNITO_PREFIX, RoutingError, is_incognito
 from cairn.ingest import incognito
 from cairn.ingest.domain import dedup_ids, received, refusal
+from cairn.ingest.incognito_store import IncognitoThreads
 from cairn.ingest.settings import IngestSettings
 from cairn.ingest.store import AgentConfigs
-from cairn.platform.incognito import IncognitoThreads
-from cairn.platform.postgres import tenant_transaction
-from cairn.platform.problems import Problem
-from cairn.platform.publisher import EventPublisher
-from cairn.platform.pull import PullConsumer
+from cairn.storage.postgres import tenant_transaction
 
 TENANT_EXISTS = "SELECT 1 FROM ingest.tenants WHERE tenant_id = $1"
 

@@ -6,10 +6,11 @@ A message for an incognito key that is not live (never created, expired, or lost
 is a 404: such a thread is gone, and its messages are not kept anywhere else.
 """
 
+from cairn.edge.problems import Problem
 from cairn.events import InboundMessage, new_event_id, utc_now
+from cairn.events.incognito import IncognitoEntry
 from cairn.events.routing import is_reset_command
-from cairn.platform.incognito import Appended, IncognitoEntry, IncognitoThreads, ThreadFull, ThreadGone
-from cairn.platform.problems import Problem
+from cairn.ingest.incognito_store import Appended, IncognitoThreads, ThreadFull, ThreadGone
 
 
 def gone(session_key: str) -> Problem:

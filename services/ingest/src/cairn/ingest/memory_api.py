@@ -14,6 +14,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Header, Query, Request, Response
 from pydantic import BaseModel, Field
 
+from cairn.edge.auth import Tenant
+from cairn.edge.problems import Problem
 from cairn.events import INGEST_STREAM, MemoryWriteRequested, utc_now
 from cairn.events.documents import daily_path
 from cairn.events.envelope import TOKEN_PATTERN
@@ -28,8 +30,6 @@ from cairn.ingest.memory import (
 from cairn.ingest.outcomes import WriteOutcomes
 from cairn.ingest.settings import IngestSettings
 from cairn.ingest.store import AgentConfigs
-from cairn.platform.auth import Tenant
-from cairn.platform.problems import Problem
 from cairn.platform.runtime import runtime_of, settings_of
 
 router = APIRouter(tags=["memory"])

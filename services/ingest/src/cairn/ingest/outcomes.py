@@ -14,7 +14,7 @@ from typing import cast
 import asyncpg
 
 from cairn.ingest.memory import Change, Decided, Outcome
-from cairn.platform.postgres import tenant_transaction
+from cairn.storage.postgres import tenant_transaction
 
 GET_OUTCOME = """
 SELECT outcome, version, change, detail FROM consolidation.write_outcomes WHERE tenant_id = $1 AND request_id = $2

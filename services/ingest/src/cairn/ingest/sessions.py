@@ -18,7 +18,7 @@ from nats.js.api import ConsumerInfo
 
 from cairn.events import INGEST_STREAM, SESSION_CONSUMER
 from cairn.events.models import ChatType
-from cairn.platform.postgres import tenant_transaction
+from cairn.storage.postgres import tenant_transaction
 
 FIND_SESSION = """
 SELECT session_id, chat_type FROM session.sessions WHERE tenant_id = $1 AND agent_id = $2 AND session_key = $3

@@ -14,16 +14,16 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel, Field
 
+from cairn.edge.auth import Tenant
+from cairn.edge.problems import Problem
 from cairn.events import SessionCommand
 from cairn.events.envelope import TOKEN_PATTERN
 from cairn.events.models import ChatType
 from cairn.events.routing import incognito_thread_key, is_incognito
 from cairn.ingest import incognito
 from cairn.ingest.domain import SESSION_KEY_PATTERN, console_thread_key
+from cairn.ingest.incognito_store import IncognitoThreads
 from cairn.ingest.sessions import KnownSession, SessionDirectory
-from cairn.platform.auth import Tenant
-from cairn.platform.incognito import IncognitoThreads
-from cairn.platform.problems import Problem
 from cairn.platform.runtime import runtime_of
 
 router = APIRouter(tags=["sessions"])

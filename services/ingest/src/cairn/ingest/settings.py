@@ -2,9 +2,10 @@
 
 from pydantic import Field, SecretStr
 
+from cairn.edge.settings import HttpSettings, http_defaults
 from cairn.events.models import MAX_TEXT_CHARS
-from cairn.platform.incognito import IncognitoSettings
-from cairn.platform.settings import HttpSettings, ServiceSettings, http_defaults
+from cairn.ingest.incognito_store import IncognitoSettings
+from cairn.platform.settings import ServiceSettings
 
 
 class IngestSettings(ServiceSettings):

@@ -23,7 +23,7 @@ import asyncpg
 from cairn.events import AgentConfig
 from cairn.events.routing import RoutingConfig, routing_config
 from cairn.ingest.domain import NewKey
-from cairn.platform.postgres import tenant_transaction
+from cairn.storage.postgres import tenant_transaction
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
-from cairn.platform.auth import Tenant
+from cairn.edge.auth import Tenant
 from cairn.platform.runtime import runtime_of, settings_of
 from cairn.recall.queries import MessageHit, Page, ReadStore, Scope
 from cairn.recall.settings import RecallSettings

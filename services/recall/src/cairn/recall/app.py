@@ -2,9 +2,8 @@
 
 from fastapi import FastAPI
 
+from cairn.delivery.pull import Consumer
 from cairn.memindex import LocalEmbedder, create_embedder
-from cairn.platform.incognito import IncognitoThreads
-from cairn.platform.pull import Consumer
 from cairn.platform.runtime import Runtime, create_service_app, serve
 from cairn.recall.api import router
 from cairn.recall.files_api import router as files_router
@@ -26,7 +25,6 @@ def create_app(settings: RecallSettings) -> FastAPI:
         runtime.extras["reads"] = ReadStore(runtime.pool, progress)
         runtime.extras["history"] = HistoryStore(runtime.pool)
         runtime.extras["documents"] = DocumentStore(runtime.pool)
-        runtime.extras["incognito"] = IncognitoThreads(runtime.redis, settings.incognito)
         embedder = create_embedder(settings.embedding)
         if isinstance(embedder, LocalEmbedder):
             embedder.load()  # once per process, so the first search does not pay for it

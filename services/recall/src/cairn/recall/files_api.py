@@ -7,9 +7,9 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, Field
 
+from cairn.edge.auth import Tenant
+from cairn.edge.problems import Problem
 from cairn.events.documents import path_problem
-from cairn.platform.auth import Tenant
-from cairn.platform.problems import Problem
 from cairn.platform.runtime import runtime_of
 from cairn.recall.files import DEFAULT_LINES, MAX_LINES, MAX_WINDOW_CHARS, window
 from cairn.recall.files_queries import DocumentReads

@@ -7,7 +7,7 @@ from typing import Protocol
 
 import asyncpg
 
-from cairn.platform.postgres import tenant_transaction
+from cairn.storage.postgres import tenant_transaction
 
 GET_DOCUMENT = """
 SELECT version, text, updated_at FROM consolidation.documents

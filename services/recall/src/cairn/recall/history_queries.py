@@ -10,8 +10,8 @@ from typing import Any, Protocol
 
 import asyncpg
 
-from cairn.platform.postgres import tenant_transaction
 from cairn.recall.history import Cursor, StoredMessage
+from cairn.storage.postgres import tenant_transaction
 
 FIND_SESSION = """
 SELECT session_id::text, reset_index FROM session.sessions

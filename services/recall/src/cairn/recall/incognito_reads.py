@@ -1,13 +1,39 @@
 """History reads of an incognito thread: the same questions `HistoryReads` answers from Postgres,
-answered from the thread as the in-memory store holds it (`cairn.platform.incognito`), read once per
+answered from the thread as ingest keeps it in Redis (`cairn.events.incognito`), read once per
 request so that one page sees one consistent thread."""
 
 import uuid
 from collections.abc import Sequence
 
-from cairn.platform.incognito import IncognitoThread, StoredEntry
+from redis.asyncio import Redis
+
+from cairn.events.incognito import IncognitoThread, StoredEntry, stored_entry, thread_keys
 from cairn.recall.history import StoredMessage
 from cairn.recall.history_queries import SessionHead
+
+# KEYS: meta, log. Returns {} when there is no thread, else {meta as a flat list, entries}.
+READ = """
+local meta = redis.call('hgetall', KEYS[1])
+if #meta == 0 then return {} end
+return {meta, redis.call('lrange', KEYS[2], 0, -1)}
+"""
+
+
+async def read_thread(redis: "Redis", tenant: str, agent: str, session_key: str) -> IncognitoThread | None:
+    """The whole thread, read atomically (one consistent view); None when it is not live."""
+    meta, log, _ = thread_keys(tenant, agent, session_key)
+    found = await redis.eval(READ, 2, meta, log)
+    if not found:
+        return None
+    flat, raw_entries = found
+    head = {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
+    return IncognitoThread(
+        session_key=session_key,
+        session_id=head["session_id"],
+        parent_session_key=head["parent"] or None,
+        reset_index=int(head["reset_index"]),
+        entries=[stored_entry(raw) for raw in raw_entries],
+    )
 
 
 class IncognitoReads:

@@ -6,8 +6,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
+from cairn.edge.auth import Tenant
 from cairn.memindex import Embedder
-from cairn.platform.auth import Tenant
 from cairn.platform.runtime import runtime_of, settings_of
 from cairn.recall.memory_queries import MemoryReads
 from cairn.recall.memory_search import Hit, MemoryQuery, MemorySearch

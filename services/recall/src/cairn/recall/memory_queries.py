@@ -17,8 +17,8 @@ from typing import Any
 import asyncpg
 import numpy as np
 
-from cairn.platform.postgres import MEMORY_PROGRESS_CHANNEL, tenant_transaction
 from cairn.recall.progress import IndexProgress, wait_until
+from cairn.storage.postgres import MEMORY_PROGRESS_CHANNEL, tenant_transaction
 
 SUPPORTED_DIMS = (384, 512, 768, 1024, 1536)  # each has a partial HNSW index (migration 0023)
 EXACT_UP_TO = 10_000  # chunks of an agent searched exactly; more go through HNSW

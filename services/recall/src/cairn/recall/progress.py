@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 
 import asyncpg
 
-from cairn.platform.postgres import INDEX_PROGRESS_CHANNEL, MEMORY_PROGRESS_CHANNEL
+from cairn.storage.postgres import INDEX_PROGRESS_CHANNEL, MEMORY_PROGRESS_CHANNEL
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ from datetime import datetime
 
 import asyncpg
 
-from cairn.platform.postgres import tenant_transaction
 from cairn.recall.progress import IndexProgress, wait_until
+from cairn.storage.postgres import tenant_transaction
 from cairn.text import SearchQuery
 
 # The whole search is one function (migration 0029 holds the ranking and says why), called as one

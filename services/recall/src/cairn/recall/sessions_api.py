@@ -9,10 +9,9 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import AwareDatetime, BaseModel
 
+from cairn.edge.auth import Tenant
+from cairn.edge.problems import Problem
 from cairn.events.routing import is_incognito
-from cairn.platform.auth import Tenant
-from cairn.platform.incognito import IncognitoThreads
-from cairn.platform.problems import Problem
 from cairn.platform.runtime import runtime_of, settings_of
 from cairn.recall.history import (
     BadCursor,
@@ -27,7 +26,7 @@ from cairn.recall.history import (
     roles_shown,
 )
 from cairn.recall.history_queries import HistoryStore, Reads, SessionFilter, SessionHead
-from cairn.recall.incognito_reads import IncognitoReads
+from cairn.recall.incognito_reads import IncognitoReads, read_thread
 from cairn.recall.queries import ReadStore
 from cairn.recall.settings import RecallSettings
 
@@ -92,8 +91,7 @@ async def _caught_up(request: Request, tenant: str, agent: str, position: str | 
 async def _reader(request: Request, tenant: str, agent: str, key: str) -> AsyncIterator[Reads]:
     """Incognito threads are read from memory (never from Postgres, where they never are)."""
     if is_incognito(key):
-        threads: IncognitoThreads = runtime_of(request).extras["incognito"]
-        yield IncognitoReads(await threads.read(tenant, agent, key))
+        yield IncognitoReads(await read_thread(runtime_of(request).redis, tenant, agent, key))
         return
     async with _store(request).reader(tenant) as reads:
         yield reads

@@ -5,9 +5,9 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from cairn.edge.settings import HttpSettings, http_defaults
 from cairn.memindex import EmbeddingSettings
-from cairn.platform.incognito import IncognitoSettings
-from cairn.platform.settings import HttpSettings, ServiceSettings, http_defaults
+from cairn.platform.settings import ServiceSettings
 
 
 class MemorySearchSettings(BaseSettings):
@@ -28,6 +28,5 @@ class RecallSettings(ServiceSettings):
     search_candidates: int = Field(
         default=1000, ge=100, description="most recent matches a search ranks at most (all of them below this)"
     )
-    incognito: IncognitoSettings = Field(default_factory=IncognitoSettings)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     memory_search: MemorySearchSettings = Field(default_factory=MemorySearchSettings)

@@ -4,12 +4,12 @@ from datetime import timedelta
 
 from fastapi import FastAPI
 
+from cairn.delivery.consumer import Projection
+from cairn.delivery.leases import PartitionLeases
+from cairn.delivery.partitioned import PartitionedConsumers
+from cairn.delivery.pull import Consumer
 from cairn.events import INGEST_STREAM
 from cairn.events.streams import INGEST_PARTITIONS, partition_filter
-from cairn.platform.consumer import Projection
-from cairn.platform.leases import PartitionLeases
-from cairn.platform.partitioned import PartitionedConsumers
-from cairn.platform.pull import Consumer
 from cairn.platform.runtime import Runtime, create_service_app, serve
 from cairn.session.lifecycle import LifecycleSweeper
 from cairn.session.projection import SessionProjection

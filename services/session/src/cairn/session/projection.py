@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from itertools import takewhile
 from typing import Any
 
+from cairn.delivery.consumer import Delivery, Unit
 from cairn.events import AgentConfigured, Event, MessageReceived, SessionCommand
 from cairn.events.routing import is_incognito
-from cairn.platform.consumer import Delivery, Unit
 from cairn.session.batched import BatchedTranscripts, Opening
 from cairn.session.handlers import SessionHandlers
 from cairn.session.settings import SessionSettings

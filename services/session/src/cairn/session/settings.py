@@ -3,7 +3,8 @@
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from cairn.platform.settings import HttpSettings, ServiceSettings, http_defaults
+from cairn.edge.settings import HttpSettings, http_defaults
+from cairn.platform.settings import ServiceSettings
 
 
 def threshold_for(context_window: int, reserve_tokens: int, soft_threshold_tokens: int) -> int:

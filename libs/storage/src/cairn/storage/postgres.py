@@ -13,7 +13,7 @@ from contextlib import asynccontextmanager
 
 import asyncpg
 
-from cairn.platform.settings import PostgresSettings
+from cairn.storage.settings import PostgresSettings
 
 # Notified (no payload) by the indexer when it advances a read-your-writes position; recall listens (progress.py).
 INDEX_PROGRESS_CHANNEL = "cairn_index_progress"  # session search's index

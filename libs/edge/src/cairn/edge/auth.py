@@ -9,7 +9,7 @@ from typing import Annotated
 import asyncpg
 from fastapi import Depends, Request
 
-from cairn.platform.problems import Problem
+from cairn.edge.problems import Problem
 
 AUTHENTICATE = "SELECT ingest.authenticate($1)"
 

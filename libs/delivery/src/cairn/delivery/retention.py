@@ -15,10 +15,10 @@ from datetime import timedelta
 
 import asyncpg
 
-from cairn.platform.consumer import Projection
-from cairn.platform.partitioned import PartitionedConsumers
-from cairn.platform.pull import Consumer
-from cairn.platform.settings import ProcessedSettings
+from cairn.delivery.consumer import Projection
+from cairn.delivery.partitioned import PartitionedConsumers
+from cairn.delivery.pull import Consumer
+from cairn.delivery.settings import ProcessedSettings
 
 log = logging.getLogger(__name__)
 

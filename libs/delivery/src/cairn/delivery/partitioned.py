@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 from redis.exceptions import RedisError
 
-from cairn.platform.leases import PartitionLeases
-from cairn.platform.pull import PullConsumer
+from cairn.delivery.leases import PartitionLeases
+from cairn.delivery.pull import PullConsumer
 
 log = logging.getLogger(__name__)
 

@@ -9,15 +9,16 @@ replica would lose threads whenever partitions move). Entries expire after the t
 
 A thread is three keys sharing one hash tag: `meta` (session id, parent, last position, reset index),
 `log` (entries in order, each `<position>:<reset index>:<json>`) and `ids` (adapter message ids, the
-idempotency keys). One Lua script appends, so positions are gap-free across replicas.
+idempotency keys; see `cairn.events.incognito`). One Lua script appends, so positions are gap-free across replicas.
 """
 
 from dataclasses import dataclass
-from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from redis.asyncio import Redis
+
+from cairn.events.incognito import IncognitoEntry, thread_keys
 
 
 class IncognitoSettings(BaseSettings):
@@ -25,38 +26,6 @@ class IncognitoSettings(BaseSettings):
 
     ttl_s: int = Field(default=24 * 3600, ge=60, description="an incognito thread ends this long after its last write")
     max_entries: int = Field(default=5000, ge=10, description="messages and resets one incognito thread may hold")
-
-
-class IncognitoEntry(BaseModel):
-    """A message or reset boundary of an incognito thread (position and window are kept beside it)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: str  # 'message' | 'reset'
-    message_id: str
-    channel: str
-    external_id: str | None = None
-    role: str | None = None
-    text: str | None = None
-    sender_name: str | None = None
-    occurred_at: datetime
-    recorded_at: datetime
-
-
-@dataclass(frozen=True)
-class StoredEntry:
-    position: int
-    reset_index: int
-    entry: IncognitoEntry
-
-
-@dataclass(frozen=True)
-class IncognitoThread:
-    session_key: str
-    session_id: str
-    parent_session_key: str | None
-    reset_index: int
-    entries: list[StoredEntry]
 
 
 @dataclass(frozen=True)
@@ -104,23 +73,6 @@ redis.call('hset', KEYS[1], 'session_id', ARGV[1], 'parent', ARGV[2], 'last_posi
 redis.call('pexpire', KEYS[1], ARGV[3])
 return 1
 """
-# KEYS: meta, log. Returns {} when there is no thread, else {meta as a flat list, entries}.
-READ = """
-local meta = redis.call('hgetall', KEYS[1])
-if #meta == 0 then return {} end
-return {meta, redis.call('lrange', KEYS[2], 0, -1)}
-"""
-# Each is one command (a script), so a connection dropped by a Redis restart is retried like any other.
-
-
-def _keys(tenant: str, agent: str, session_key: str) -> tuple[str, str, str]:
-    base = f"cairn:incognito:{{{tenant}:{agent}:{session_key}}}"
-    return f"{base}:meta", f"{base}:log", f"{base}:ids"
-
-
-def _stored(raw: bytes) -> StoredEntry:
-    position, reset_index, body = raw.decode().split(":", 2)
-    return StoredEntry(int(position), int(reset_index), IncognitoEntry.model_validate_json(body))
 
 
 class IncognitoThreads:
@@ -130,14 +82,14 @@ class IncognitoThreads:
     async def create(
         self, tenant: str, agent: str, session_key: str, session_id: str, parent_session_key: str | None
     ) -> None:
-        meta, _, _ = _keys(tenant, agent, session_key)
+        meta, _, _ = thread_keys(tenant, agent, session_key)
         await self._redis.eval(CREATE, 1, meta, session_id, parent_session_key or "", self._settings.ttl_s * 1000)
 
     async def append(self, tenant: str, agent: str, session_key: str, entry: IncognitoEntry) -> Appended:
         """Append at the next position; an entry whose adapter id is already there is not stored again."""
         dedup = f"{entry.channel}\x1f{entry.external_id}" if entry.external_id else ""
         status, position, message_id = await self._redis.eval(
-            APPEND, 3, *_keys(tenant, agent, session_key), dedup, entry.message_id, entry.model_dump_json(),
+            APPEND, 3, *thread_keys(tenant, agent, session_key), dedup, entry.message_id, entry.model_dump_json(),
             entry.kind, self._settings.ttl_s * 1000, self._settings.max_entries,
         )  # fmt: skip
         if status == -1:
@@ -148,21 +100,5 @@ class IncognitoThreads:
         return Appended(int(position), mid, duplicate=status == 0)
 
     async def is_live(self, tenant: str, agent: str, session_key: str) -> bool:
-        meta, _, _ = _keys(tenant, agent, session_key)
+        meta, _, _ = thread_keys(tenant, agent, session_key)
         return bool(await self._redis.exists(meta))
-
-    async def read(self, tenant: str, agent: str, session_key: str) -> IncognitoThread | None:
-        """The whole thread, read atomically (one consistent view); None when it is not live."""
-        meta, log, _ = _keys(tenant, agent, session_key)
-        found = await self._redis.eval(READ, 2, meta, log)
-        if not found:
-            return None
-        flat, raw_entries = found
-        head = {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
-        return IncognitoThread(
-            session_key=session_key,
-            session_id=head["session_id"],
-            parent_session_key=head["parent"] or None,
-            reset_index=int(head["reset_index"]),
-            entries=[_stored(raw) for raw in raw_entries],
-        )

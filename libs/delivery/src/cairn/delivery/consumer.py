@@ -30,12 +30,12 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
+from cairn.delivery.publisher import EventPublisher, Outgoing
+from cairn.delivery.pull import Delivery, PullConsumer, give_back
+from cairn.delivery.settings import NatsSettings
+from cairn.delivery.trace_context import handed_on, recording
 from cairn.events import Event, decode_event, event_adapter
-from cairn.platform.postgres import is_projector, opening_with
-from cairn.platform.publisher import EventPublisher, Outgoing
-from cairn.platform.pull import Delivery, PullConsumer, give_back
-from cairn.platform.settings import NatsSettings
-from cairn.platform.telemetry import handed_on, recording
+from cairn.storage.postgres import is_projector, opening_with
 
 __all__ = [
     "BatchHandlers", "Delivery", "Handler", "Part", "PerEvent", "PoisonEvent", "Projection", "Unit",

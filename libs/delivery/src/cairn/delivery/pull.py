@@ -20,8 +20,8 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy, Header, StatusCode
 
+from cairn.delivery.settings import NatsSettings
 from cairn.events import DEAD_LETTER_STREAM, dead_letter_subject
-from cairn.platform.settings import NatsSettings
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,29 @@
+"""How a service reaches JetStream and how long its exactly-once records are kept."""
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class NatsSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CAIRN_NATS_", extra="ignore")
+
+    url: str = "nats://127.0.0.1:4222"
+    max_deliver: int = Field(default=5, ge=1, description="deliveries before a message is dead-lettered")
+    fetch_batch: int = Field(default=64, ge=1)
+    # Projections that apply a fetched batch in one transaction (whatever its tenants) take more at a time
+    # when there is a backlog: the round trips are per batch. Without a backlog a fetch returns what is there.
+    bulk_fetch_batch: int = Field(default=256, ge=1)
+    ack_wait_s: float = Field(default=30.0, gt=0)
+
+
+class ProcessedSettings(BaseSettings):
+    """How long the records that make projections exactly-once are kept (migration 0051)."""
+
+    model_config = SettingsConfigDict(env_prefix="CAIRN_PROCESSED_", extra="ignore")
+
+    keep_h: float = Field(
+        default=168.0,
+        ge=1.0,
+        description="hours a processed event's record and outbox are kept, for redeliveries and late duplicates",
+    )
+    sweep_s: float = Field(default=3600.0, gt=0, description="seconds between sweeps of older records")
