@@ -3,6 +3,7 @@
 import argparse
 import asyncio
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -11,6 +12,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from cairn.cli.bench import read_endpoints, report, report_rows, report_table, run_import, run_ingest, write_json
+from cairn.cli.bench_consumer import run_consumer_bench
 from cairn.cli.bench_history import run_history
 from cairn.cli.bench_lag import REQUEST_MESSAGES
 from cairn.cli.bench_load import LoadSettings, run_load, table
@@ -159,7 +161,10 @@ def _parser() -> argparse.ArgumentParser:
     memindex.add_argument("--edits", type=int, default=40)
     memindex.add_argument("--data", type=Path, help="search: realistic text from this dataset's turns and questions")
     memindex.add_argument("--keep-seed", type=Path, help="search: reuse agents seeded by an earlier run (key file)")
-    for kind in (ingest, imported, history, load, memory_bench, memindex):
+    consumer = kinds.add_parser("consumer", help="per-message cost of nats-py, cairn's pull loop and FastStream")
+    consumer.add_argument("--messages", type=int, default=20_000)
+    consumer.add_argument("--rounds", type=int, default=5)
+    for kind in (ingest, imported, history, load, memory_bench, memindex, consumer):
         kind.add_argument("--endpoints", type=Path, default=Path(".cairn/endpoints.env"))
         kind.add_argument("--out", type=Path, default=Path(f"bench-results/{kind.prog.split()[-1]}.json"))
     return parser
@@ -230,6 +235,10 @@ def _bench(args: argparse.Namespace) -> None:
     elif args.kind == "load":
         loaded = asyncio.run(run_load(read_endpoints(args.endpoints), load_settings(args)))
         report_table("load", table(loaded), loaded, args.out)
+    elif args.kind == "consumer":
+        nats_url = read_endpoints(args.endpoints)["CAIRN_NATS_URL"]
+        figures = asyncio.run(run_consumer_bench(nats_url, args.messages, args.rounds))
+        report_rows("consumer", [asdict(f) for f in figures], args.out)
     elif args.kind == "memory":
         report_rows("memory", run_memory(read_endpoints(args.endpoints), args.runs), args.out)
     else:
