@@ -1,6 +1,5 @@
 """`cairn bench consumer` against the real NATS: each way drains the published events (a drain ends only once
-it has seen them all), and the
-figures come back as ratios to nats-py in the same run."""
+it has seen them all), and the figures come back as ratios to nats-py in the same run."""
 
 import pytest
 
