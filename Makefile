@@ -8,7 +8,7 @@ UV := $(shell command -v uv 2>/dev/null || echo .cairn/tools/bin/uv)
 export UV_LINK_MODE := copy
 export OMP_NUM_THREADS := 1
 
-.PHONY: help install up down run status bench bench-retrieval bench-load test test-unit test-integration test-e2e lint fmt typecheck clean
+.PHONY: help install up down run status chaos bench bench-retrieval bench-load test test-unit test-integration test-e2e lint fmt typecheck clean
 
 help: ## list the verbs
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -48,6 +48,9 @@ test-integration: install ## integration tests (real NATS, Postgres, Redis)
 
 test-e2e: install ## end-to-end tests (all services as processes, through HTTP)
 	$(UV) run --frozen pytest tests/e2e
+
+chaos: install ## the fault suite on a stack of its own: kill -9 each part under steady traffic, count what was kept (OUTAGE_S, FAULTS)
+	$(UV) run --frozen cairn-local chaos --outage-s $(or $(OUTAGE_S),30) $(if $(FAULTS),--faults $(FAULTS))
 
 bench: install ## benchmarks against the running stack (`make up` first): ingest, import, history, memory writes, memory index/search; tables + JSON in bench-results/
 	$(UV) run --frozen cairn bench ingest --messages $(or $(MESSAGES),5000)

@@ -1,12 +1,19 @@
-"""`cairn-local up|down|run|status`: the embedded stack behind `make up`, `make down` and `make run`."""
+"""`cairn-local up|down|run|status|chaos`: the embedded stack behind `make up`, `make down`, `make run` and
+`make chaos`."""
 
 import argparse
+import asyncio
+import json
+import shutil
 import signal
 import sys
+import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 from types import FrameType
 
+from cairn.local.chaos import FAULTS, ChaosPlan, chaos_stack, print_table, run_chaos
 from cairn.local.processes import is_running
 from cairn.local.stack import SERVICES, LocalStack
 
@@ -49,18 +56,47 @@ def _run_foreground(stack: LocalStack) -> int:
         print("stopped", flush=True)
 
 
+def _chaos(args: argparse.Namespace) -> int:
+    """Run the fault suite on a stack of its own; exit 1 when an acknowledged write was lost or duplicated or
+    any request was answered 500."""
+    home = args.home or Path(tempfile.mkdtemp(prefix="cairn-chaos-"))
+    plan = ChaosPlan(faults=tuple(f for f in args.faults.split(",") if f), outage_s=args.outage_s)
+    unknown = set(plan.faults) - set(FAULTS)
+    if unknown:
+        sys.exit(f"unknown faults {sorted(unknown)}; choose from {', '.join(FAULTS)}")
+    stack = chaos_stack(home)
+    try:
+        rows = asyncio.run(run_chaos(stack, stack.state.api_key, plan))
+    finally:
+        stack.down()
+        if args.home is None:
+            shutil.rmtree(home, ignore_errors=True)
+            shutil.rmtree(stack.postgres.base, ignore_errors=True)
+    print_table(rows)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"benchmark": "chaos", "plan": asdict(plan), "rows": [asdict(r) for r in rows]}))
+    print(f"written {args.out}")
+    broken = [r for r in rows if r.found != r.acknowledged or r.errors_500]
+    return 1 if broken else 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="cairn-local", description=__doc__)
-    parser.add_argument("command", choices=["up", "down", "run", "status"])
-    parser.add_argument("--home", type=Path, default=Path(".cairn"), help="data folder (default .cairn)")
+    parser.add_argument("command", choices=["up", "down", "run", "status", "chaos"])
+    parser.add_argument("--home", type=Path, help="data folder (default .cairn; chaos: a fresh temporary one)")
     parser.add_argument(
         "--postgres-over",
         choices=["unix", "tcp"],
         default="unix",
         help="how the services reach Postgres: its Unix-domain socket (default) or TCP on 127.0.0.1",
     )
+    parser.add_argument("--faults", default=",".join(FAULTS), help="chaos: the parts to kill, in order")
+    parser.add_argument("--outage-s", type=float, default=30.0, help="chaos: how long Postgres and NATS stay down")
+    parser.add_argument("--out", type=Path, default=Path("bench-results/chaos.json"), help="chaos: the JSON result")
     args = parser.parse_args()
-    stack = LocalStack(args.home, postgres_over=args.postgres_over)
+    if args.command == "chaos":
+        sys.exit(_chaos(args))
+    stack = LocalStack(args.home or Path(".cairn"), postgres_over=args.postgres_over)
     if args.command == "up":
         try:
             stack.up()
