@@ -10,11 +10,14 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from cairn.cli.importer import BATCH, import_file
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,7 @@ def run_import(endpoints: dict[str, str], corpus: Path) -> IngestResult:
                         result.accepted_per_s, result.searchable_per_s)  # fmt: skip
 
 
-def report(benchmark: str, result: IngestResult, out: Path) -> None:
+def report(benchmark: str, result: "DataclassInstance", out: Path) -> None:
     print(f"{'figure':<34}{'value':>12}")
     for name, value in asdict(result).items():
         print(f"{name:<34}{value:>12}")

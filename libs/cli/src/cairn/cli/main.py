@@ -15,6 +15,7 @@ from cairn.cli.bench import read_endpoints, report, report_rows, report_table, r
 from cairn.cli.bench_consumer import run_consumer_bench
 from cairn.cli.bench_history import run_history
 from cairn.cli.bench_lag import REQUEST_MESSAGES
+from cairn.cli.bench_large_batch import run_large_batch
 from cairn.cli.bench_load import LoadSettings, run_load, table
 from cairn.cli.bench_memindex import run_embedding, run_lag, run_search
 from cairn.cli.bench_memory import run_memory
@@ -161,10 +162,13 @@ def _parser() -> argparse.ArgumentParser:
     memindex.add_argument("--edits", type=int, default=40)
     memindex.add_argument("--data", type=Path, help="search: realistic text from this dataset's turns and questions")
     memindex.add_argument("--keep-seed", type=Path, help="search: reuse agents seeded by an earlier run (key file)")
+    large = kinds.add_parser("large-batch", help="a 1,000 × 10 KB batch: time until all of it is found word for word")
+    large.add_argument("--messages", type=int, default=1000)
+    large.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for the batch to be searchable")
     consumer = kinds.add_parser("consumer", help="per-message cost of nats-py, cairn's pull loop and FastStream")
     consumer.add_argument("--messages", type=int, default=20_000)
     consumer.add_argument("--rounds", type=int, default=5)
-    for kind in (ingest, imported, history, load, memory_bench, memindex, consumer):
+    for kind in (ingest, imported, history, load, memory_bench, memindex, consumer, large):
         kind.add_argument("--endpoints", type=Path, default=Path(".cairn/endpoints.env"))
         kind.add_argument("--out", type=Path, default=Path(f"bench-results/{kind.prog.split()[-1]}.json"))
     return parser
@@ -235,6 +239,8 @@ def _bench(args: argparse.Namespace) -> None:
     elif args.kind == "load":
         loaded = asyncio.run(run_load(read_endpoints(args.endpoints), load_settings(args)))
         report_table("load", table(loaded), loaded, args.out)
+    elif args.kind == "large-batch":
+        report("large-batch", run_large_batch(read_endpoints(args.endpoints), args.messages, args.timeout), args.out)
     elif args.kind == "consumer":
         nats_url = read_endpoints(args.endpoints)["CAIRN_NATS_URL"]
         figures = asyncio.run(run_consumer_bench(nats_url, args.messages, args.rounds))
