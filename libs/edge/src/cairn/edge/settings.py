@@ -32,7 +32,7 @@ class HttpSettings(BaseSettings):
         ge=1024,
         description="the largest request body: a larger Content-Length is refused with 413 before any of it is "
         "read, and a chunked body is cut off with 413 once it grows past it. 16 MiB holds a 1000-message batch of "
-        "16 KiB texts; `cairn import` splits its batches to stay under it",
+        "15 KiB texts; `cairn import` splits its batches to stay under it",
     )
     header_timeout_s: float = Field(
         default=10.0,
