@@ -87,16 +87,20 @@ def assert_unavailable(status: int, headers: dict[str, str], problem: dict[str, 
     assert elapsed < BOUND_S + SLACK_S, f"answered after {elapsed:.1f}s"
 
 
-def retried_until_accepted(conn: Connection, message: dict[str, object]) -> dict[str, object]:
-    """The client's part: retry a 503 (bounded) until the write is accepted."""
+def answered_after_outage(conn: Connection, body: dict[str, object]) -> tuple[int, dict[str, object]]:
+    """The client's part: retry a 503 (bounded) until the write gets another answer."""
     deadline = time.monotonic() + 60
     while True:
-        status, _, body, _ = conn.call("POST", "/v1/messages", message)
-        if status == 202 or time.monotonic() > deadline:
-            assert status == 202, body
-            return body
-        assert status == 503, body
+        status, _, answer, _ = conn.call("POST", "/v1/messages", body)
+        if status != 503 or time.monotonic() > deadline:
+            return status, answer
         time.sleep(0.2)
+
+
+def retried_until_accepted(conn: Connection, body: dict[str, object]) -> dict[str, object]:
+    status, answer = answered_after_outage(conn, body)
+    assert status == 202, answer
+    return answer
 
 
 def found_once(tenant: Tenant, token: str, position: str) -> None:
@@ -166,6 +170,28 @@ def test_nats_down_is_503_within_the_bound_and_the_retry_stores_the_message_once
         found_once(tenant, token, str(accepted["position"]))
         for service in SERVICES:
             own_stack.wait_ready(service)
+    finally:
+        ingest.close()
+        tenant.close()
+
+
+def test_redis_down_is_503_within_the_bound_for_a_request_that_needs_it(own_stack: LocalStack) -> None:
+    tenant = Tenant(own_stack)
+    created = tenant.ingest.post("/v1/sessions", json={"incognito": True})
+    assert created.status_code == 201, created.text
+    whisper = {"text": "kept in memory only", "session_key": created.json()["session_key"]}
+    ingest = Connection(own_stack.url("ingest"), tenant.ingest.headers["Authorization"].split()[1])
+    try:
+        own_stack.stop_redis()
+        try:
+            assert_unavailable(*ingest.call("POST", "/v1/messages", whisper))
+            assert ingest.call("GET", "/healthz")[0] == 200
+            assert ingest.still_the_same()
+        finally:
+            own_stack.start_servers()
+        status, answer = answered_after_outage(ingest, whisper)
+        assert status == 404, answer  # the thread lived in Redis only: gone with it, as documented
+        assert answer["status"] == 404
     finally:
         ingest.close()
         tenant.close()

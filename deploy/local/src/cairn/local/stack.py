@@ -178,6 +178,11 @@ class LocalStack:
         stop_pid(self.state.pids.pop("nats", None))
         self.state.save(self.state_file)
 
+    def stop_redis(self) -> None:
+        """Stop Redis, as an outage would; `start_servers` brings it back on its port, empty."""
+        stop_pid(self.state.pids.pop("redis", None))
+        self.state.save(self.state_file)
+
     def down(self) -> None:
         services = [name for name in self.state.pids if name.split("#")[0] in SERVICES]
         stop_all([self.state.pids.pop(name, None) for name in services])

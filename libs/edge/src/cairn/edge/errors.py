@@ -11,6 +11,7 @@ from nats import errors as nats_errors
 from nats.js import errors as js_errors
 from opentelemetry import trace
 from redis.exceptions import RedisError
+from starlette.requests import ClientDisconnect
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -75,7 +76,7 @@ def unavailable_response(dependency: str, method: str) -> JSONResponse:
     detail = f"{dependency} is unavailable: try again in a moment."
     if method not in ("GET", "HEAD"):  # a publish that timed out may still land, so nothing is claimed lost
         detail += (
-            " A write answered this way may still have been kept; sending it again with the same message_id "
+            " If this was a write it may still have been kept: sending it again with the same message_id "
             "(or Idempotency-Key) keeps it once."
         )
     return problem_response(503, detail, headers={"Retry-After": str(RETRY_AFTER_S)})
@@ -115,6 +116,8 @@ class ErrorsAsProblems:
         try:
             with acks_within(self.dependency_timeout_s):
                 await self.app(scope, receive, sending)
+        except ClientDisconnect:
+            return  # the client left while its body was read: there is no one to answer
         except Exception as error:  # the last resort for every route: answered and logged, never swallowed
             if started:
                 raise
