@@ -45,7 +45,7 @@ def own_stack() -> Iterator[LocalStack]:
         yield local
     finally:
         local.down()
-        kept = Path(os.environ.get("CAIRN_TEST_LOGS", "/tmp/cairn-test-logs")) / "outages"
+        kept = Path(os.environ.get("CAIRN_OUTAGES_LOGS", "/tmp/cairn-outages-logs"))  # the shared stack's are swept
         shutil.rmtree(kept, ignore_errors=True)
         shutil.copytree(home / "logs", kept, dirs_exist_ok=True)
         shutil.rmtree(home, ignore_errors=True)
@@ -85,6 +85,7 @@ def assert_unavailable(status: int, headers: dict[str, str], problem: dict[str, 
     assert int(headers["retry-after"]) >= 1
     assert problem["status"] == 503
     assert elapsed < BOUND_S + SLACK_S, f"answered after {elapsed:.1f}s"
+    print(f"503 ({problem['detail']}) in {elapsed:.2f}s")  # shown by `pytest -rP`
 
 
 def answered_after_outage(conn: Connection, body: dict[str, object]) -> tuple[int, dict[str, object]]:
