@@ -221,7 +221,8 @@ def test_a_request_head_that_stalls_is_cut_off_and_an_idle_keep_alive_is_not(edg
 
 
 def test_requests_over_the_concurrency_limit_are_refused_with_a_problem_and_retry_after(edge: Edge) -> None:
-    routes = routes_reset(edge)
+    routes = edge.routes
+    routes.release.clear()
     answers: list[httpx.Response] = []
     holders = [threading.Thread(target=lambda: answers.append(httpx.get(f"{edge.url}/hold", timeout=20)))
                for _ in range(MAX_CONCURRENCY)]  # fmt: skip
@@ -243,8 +244,3 @@ def test_requests_over_the_concurrency_limit_are_refused_with_a_problem_and_retr
             holder.join(20)
     assert [a.json() for a in answers] == [{"released": True}] * MAX_CONCURRENCY
     assert httpx.get(f"{edge.url}/hold", timeout=10).status_code == 200
-
-
-def routes_reset(edge: Edge) -> Routes:
-    edge.routes.release.clear()
-    return edge.routes
