@@ -166,6 +166,23 @@ class LocalStack:
         self.state.pids["redis"] = start_redis(self.home, self.state.ports["redis"])
         self.state.save(self.state_file)
 
+    def stop_postgres(self) -> None:
+        """Stop Postgres (a fast shutdown: its sessions are ended), as an outage would; `start_servers` brings it
+        back on its port with its data."""
+        self.postgres.stop()
+        self.state.pids.pop("postgres", None)
+        self.state.save(self.state_file)
+
+    def stop_nats(self) -> None:
+        """Stop NATS, as an outage would; `start_servers` brings it back on its port with its streams."""
+        stop_pid(self.state.pids.pop("nats", None))
+        self.state.save(self.state_file)
+
+    def stop_redis(self) -> None:
+        """Stop Redis, as an outage would; `start_servers` brings it back on its port, empty."""
+        stop_pid(self.state.pids.pop("redis", None))
+        self.state.save(self.state_file)
+
     def down(self) -> None:
         services = [name for name in self.state.pids if name.split("#")[0] in SERVICES]
         stop_all([self.state.pids.pop(name, None) for name in services])

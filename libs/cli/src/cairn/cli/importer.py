@@ -20,6 +20,10 @@ from typing import Any
 import httpx
 
 BATCH = 500
+# Half the services' default body limit (CAIRN_HTTP_MAX_BODY_BYTES, 16 MiB): 500 texts of up to 64 KiB could be
+# twice that, and a request over the limit is refused whole.
+BATCH_BYTES = 8 * 1024 * 1024
+ENVELOPE_BYTES = 64  # `{"messages": [...]}` around them
 _TOKEN = re.compile(r"[^A-Za-z0-9_-]+")
 _TIME_FORMATS = ("%I:%M %p on %d %B, %Y", "%Y-%m-%d", "%Y-%m-%dT%H:%M:%S%z", "%Y-%m-%d %H:%M:%S")
 
@@ -82,6 +86,22 @@ class ImportResult:
         return round(self.messages / self.searchable_seconds, 1) if self.searchable_seconds else 0.0
 
 
+def batches(messages: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """The messages in order, in runs of at most BATCH messages and BATCH_BYTES of JSON (a message larger
+    than that alone goes alone)."""
+    batch: list[dict[str, Any]] = []
+    size = 0
+    for message in messages:
+        encoded = len(json.dumps(message, ensure_ascii=False).encode()) + 2  # and the ", " after it
+        if batch and (len(batch) == BATCH or size + encoded > BATCH_BYTES - ENVELOPE_BYTES):
+            yield batch
+            batch, size = [], 0
+        batch.append(message)
+        size += encoded
+    if batch:
+        yield batch
+
+
 def _progress(done: int, total: int, started: float) -> None:
     width = 30
     filled = width * done // max(total, 1)
@@ -105,14 +125,15 @@ def import_file(path: Path, ingest_url: str, recall_url: str, api_key: str) -> I
     rejected, position, agent = 0, "", "main"
     with httpx.Client(base_url=ingest_url, headers=headers, timeout=120) as ingest:
         started = time.perf_counter()
-        for first in range(0, len(messages), BATCH):
-            batch = messages[first : first + BATCH]
+        done = 0
+        for batch in batches(messages):
             results = ingest.post("/v1/messages/batch", json={"messages": batch}).raise_for_status().json()["results"]
             accepted = [r for r in results if "position" in r]
             rejected += len(results) - len(accepted)
             if accepted:
                 position, agent = accepted[-1]["position"], batch[-1].get("agent_id", "main")
-            _progress(first + len(batch), len(messages), started)
+            done += len(batch)
+            _progress(done, len(messages), started)
         accept_seconds = time.perf_counter() - started
     sys.stderr.write("\n")
     with httpx.Client(base_url=recall_url, headers=headers, timeout=120) as recall:

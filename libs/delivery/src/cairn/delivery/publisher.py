@@ -5,12 +5,17 @@ A batch (`publish_many`, `publish_outgoing`) is written as one buffer of HPUB fr
 wildcard inbox of this publisher (`_Acks`); each publish is reported only once JetStream's ack for its reply
 subject came back, and the batch once all are. That is what nats-py's `publish_async` does per message, without
 its per-message NUID, header re-encoding, future and done callbacks and flush requests: about half the CPU per
-published event (tests/integration/test_publisher_batches.py pins the behaviour against the real server)."""
+published event (tests/integration/test_publisher_batches.py pins the behaviour against the real server).
+
+How long a publish waits for its acks is the caller's context (`acks_within`): the HTTP edge bounds it per
+request, so a write fails fast while NATS is away, and background work (consumers) waits as long as it takes."""
 
 import asyncio
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import cast
 
@@ -24,11 +29,33 @@ from nats.errors import (
     MaxPayloadError,
     OutboundBufferLimitError,
 )
+from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.errors import APIError, NoStreamResponseError
 from opentelemetry import propagate
 
 from cairn.events import Event, encode_event, stream_for, subject_for
+
+_ack_wait: ContextVar[float | None] = ContextVar("cairn_publish_ack_wait", default=None)
+
+
+@contextmanager
+def acks_within(seconds: float) -> Iterator[None]:
+    """Publishes in this context raise `AckTimeout` when JetStream has not acknowledged them within `seconds`."""
+    token = _ack_wait.set(seconds)
+    try:
+        yield
+    finally:
+        _ack_wait.reset(token)
+
+
+class AckTimeout(TimeoutError):
+    """No ack within the caller's bound. The event may still be stored (its frame waits in the client's buffer
+    for a reconnect, or the ack is late), so this is no refusal: publishing it again with the same
+    `Nats-Msg-Id` is deduplicated by JetStream."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"JetStream did not acknowledge the publish within {seconds:g}s")
 
 
 class Outgoing:
@@ -225,12 +252,19 @@ class EventPublisher:
 
     async def publish(self, event: Event, msg_id: str | None = None) -> Published:
         """Publish and wait for JetStream's ack; the sequence is the write's `position`."""
-        ack = await self.js.publish(
-            subject_for(event),
-            encode_event(event),
-            stream=stream_for(event),
-            headers=self._headers(event, msg_id),
-        )
+        wait = _ack_wait.get()
+        try:
+            ack = await self.js.publish(
+                subject_for(event),
+                encode_event(event),
+                stream=stream_for(event),
+                headers=self._headers(event, msg_id),
+                timeout=wait,  # None: the context's default (5 s), then nats' TimeoutError as before
+            )
+        except NatsTimeoutError as error:
+            if wait is None:
+                raise
+            raise AckTimeout(wait) from error
         return Published(int(ack.seq), bool(ack.duplicate))
 
     async def publish_many(
@@ -283,7 +317,16 @@ class EventPublisher:
         ]
         try:
             await self._acks.send(frames, payload_bytes)
-            return await batch.done
+            return await _within(batch.done, _ack_wait.get())
         except BaseException:
             self._acks.forget(replies)
             raise
+
+
+async def _within(acks: "asyncio.Future[list[Published]]", wait: float | None) -> list[Published]:
+    if wait is None:
+        return await acks
+    try:
+        return await asyncio.wait_for(acks, wait)
+    except TimeoutError as error:  # a failed ack sets another error: this is the bound running out
+        raise AckTimeout(wait) from error

@@ -1,11 +1,11 @@
-"""RFC 9457 problem+json for every error a service returns, with the failing fields named."""
+"""RFC 9457 problem+json for every error a service returns, with the failing fields named. What an exception
+no handler here knows is answered is decided in `cairn.edge.errors` (503 for a dependency that is down)."""
 
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from redis.exceptions import RedisError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 PROBLEM_JSON = "application/problem+json"
@@ -20,6 +20,7 @@ TITLES = {
     413: "Too large",
     422: "Invalid request",
     429: "Rate limited",
+    500: "Internal error",
     503: "Unavailable",
 }
 
@@ -43,7 +44,9 @@ def problem_response(
     detail: str,
     errors: list[dict[str, str]] | None = None,
     headers: dict[str, str] | None = None,
+    extra: dict[str, str] | None = None,
 ) -> JSONResponse:
+    """A problem document; `extra` adds members of its own (RFC 9457 extensions, e.g. `trace_id`)."""
     body: dict[str, Any] = {
         "type": f"https://cairn.dev/problems/{status}",
         "title": TITLES.get(status, "Error"),
@@ -52,6 +55,7 @@ def problem_response(
     }
     if errors is not None:
         body["errors"] = errors
+    body.update(extra or {})
     return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
 
 
@@ -92,13 +96,6 @@ def install_problem_handlers(app: FastAPI) -> None:
         assert isinstance(exc, StarletteHTTPException)
         return problem_response(exc.status_code, str(exc.detail), headers=dict(exc.headers or {}))
 
-    async def on_redis(request: Request, exc: Exception) -> JSONResponse:
-        """Redis holds only losable state; while it is away (a restart) a request that needs it can retry."""
-        return problem_response(
-            503, "Shared state (Redis) is unavailable: try again shortly.", None, {"Retry-After": "1"}
-        )
-
     app.add_exception_handler(Problem, on_problem)
-    app.add_exception_handler(RedisError, on_redis)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)

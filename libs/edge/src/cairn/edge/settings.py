@@ -27,6 +27,31 @@ class HttpSettings(BaseSettings):
     parser: Literal["httptools", "h11"] = Field(
         default="httptools", description="the HTTP/1.1 parser: httptools (C, llhttp) or h11 (pure Python)"
     )
+    max_body_bytes: int = Field(
+        default=16 * 1024 * 1024,
+        ge=1024,
+        description="the largest request body: a larger Content-Length is refused with 413 before any of it is "
+        "read, and a chunked body is cut off with 413 once it grows past it. 16 MiB holds a 1000-message batch of "
+        "15 KiB texts; `cairn import` splits its batches to stay under it",
+    )
+    header_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="how long a client may take to send a request's headers (and a new connection its first "
+        "byte) before the connection is closed: a half-sent request must not hold a connection for ever",
+    )
+    max_concurrency: int = Field(
+        default=512,
+        ge=1,
+        description="requests a process works on at once; beyond it a request is answered 503 problem+json with "
+        "Retry-After at once (health checks are never refused)",
+    )
+    dependency_timeout_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="how long a request waits for a dependency that is down (a Postgres connection, JetStream's "
+        "ack of a publish) before it is answered 503 problem+json with Retry-After",
+    )
 
 
 def http_defaults(port: int) -> Callable[[], HttpSettings]:

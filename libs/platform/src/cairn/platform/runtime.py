@@ -26,7 +26,10 @@ from cairn.delivery.publisher import EventPublisher
 from cairn.delivery.pull import Consumer
 from cairn.delivery.retention import keep_sweeping, recording_consumers
 from cairn.edge.auth import ApiKeys
+from cairn.edge.errors import ErrorsAsProblems
+from cairn.edge.limits import BodyLimit, ConcurrencyLimit
 from cairn.edge.problems import install_problem_handlers
+from cairn.edge.protocols import with_header_timeout
 from cairn.edge.query import EmptyQueryParamsAreAbsent
 from cairn.edge.trace_context import HandOnTraceContext
 from cairn.platform.settings import ServiceSettings
@@ -186,7 +189,10 @@ def create_service_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        pool = await create_pool(settings.postgres.projector() if projector else settings.postgres)
+        pool = await create_pool(
+            settings.postgres.projector() if projector else settings.postgres,
+            connect_timeout_s=settings.http.dependency_timeout_s,  # a Postgres that is down fails fast
+        )
         broker = NatsBroker(
             settings.nats.url,
             name=f"cairn-{name}",
@@ -217,7 +223,12 @@ def create_service_app(
 
     app = FastAPI(title=f"cairn {name}", description=description, version="1", lifespan=lifespan)
     install_problem_handlers(app)
+    # add_middleware puts each outside the ones before it: the limits and the error answers run inside the
+    # trace context (added last), so a 500 carries the request's trace id
     app.add_middleware(EmptyQueryParamsAreAbsent)
+    app.add_middleware(BodyLimit, max_bytes=settings.http.max_body_bytes)
+    app.add_middleware(ErrorsAsProblems, dependency_timeout_s=settings.http.dependency_timeout_s)
+    app.add_middleware(ConcurrencyLimit, max_requests=settings.http.max_concurrency)
     app.include_router(health_router())
     for router in routers:
         app.include_router(router)
@@ -228,9 +239,15 @@ def create_service_app(
     return app
 
 
-def serve(app: FastAPI, settings: ServiceSettings) -> None:
+def server_options(settings: ServiceSettings) -> dict[str, Any]:
+    """How every service listens (`uvicorn.run`'s and `uvicorn.Config`'s keywords): its keep-alive, loop and
+    parser, the parser with a header-read timeout."""
     http = settings.http
-    uvicorn.run(
-        app, host=http.host, port=http.port, timeout_keep_alive=http.keep_alive_s, log_config=None, access_log=False,
-        loop=http.loop, http=http.parser,
-    )  # fmt: skip
+    return {
+        "host": http.host, "port": http.port, "timeout_keep_alive": http.keep_alive_s, "log_config": None,
+        "access_log": False, "loop": http.loop, "http": with_header_timeout(http.parser, http.header_timeout_s),
+    }  # fmt: skip
+
+
+def serve(app: FastAPI, settings: ServiceSettings) -> None:
+    uvicorn.run(app, **server_options(settings))

@@ -33,13 +33,16 @@ async def _transaction_state_only(conn: "asyncpg.Connection[asyncpg.Record]") ->
     rolls back an open transaction itself. asyncpg's default would cost a round trip per release."""
 
 
-async def create_pool(settings: PostgresSettings) -> "asyncpg.Pool[asyncpg.Record]":
+async def create_pool(settings: PostgresSettings, connect_timeout_s: float = 60.0) -> "asyncpg.Pool[asyncpg.Record]":
+    """The pool; a connection it (re)opens that is not established within `connect_timeout_s` fails with
+    TimeoutError (a refused one fails at once), so `acquire` never waits long on a Postgres that is down."""
     pool = await asyncpg.create_pool(
         settings.url.get_secret_value(),
         min_size=settings.pool_min,
         max_size=settings.pool_max,
         command_timeout=60,
         reset=_transaction_state_only,
+        timeout=connect_timeout_s,
     )
     return pool
 

@@ -65,8 +65,8 @@ def _replaying(received: list[Message], receive: Receive) -> Receive:
 
 
 async def _handled(scope: Scope, error: Exception) -> Response:
-    """The app's answer to an exception, as its exception middleware gives it (e.g. 503 while Redis, which
-    incognito items need, is away); an exception it has no handler for goes on up (to the 500 handler)."""
+    """The app's answer to an exception, as its exception middleware gives it; an exception it has no handler
+    for goes on up to `cairn.edge.errors` (503 while a dependency, e.g. Redis for incognito items, is away)."""
     handlers: dict[Any, Any] = scope["app"].exception_handlers
     handler = next((handlers[kind] for kind in type(error).__mro__ if kind in handlers), None)
     if handler is None or handler is handlers.get(Exception) or handler is handlers.get(500):
