@@ -1,3 +1,7 @@
+-- Memory search's lexical side: the most recent `cap` chunks of an agent matching a query, by whichever way reads
+-- least.
+-- Defined so by migration 0124_memory_matches_walk_by_bits_counts_its_index_entries.
+--
 -- Memory search speed (issue 5): the walk by term bits is weighed by the index entries it reads too, not only by
 -- the chunks it fetches; a walk that cannot stop early (too few matches to reach the cap) reads them all.
 --
@@ -60,5 +64,6 @@ BEGIN
                  FROM indexer.memory_matches_by_bitmap(p_tenant, p_agent, p_sources, p_exclude_session_key, p_query, p_cap) b;
 END
 $$;
-REVOKE ALL ON FUNCTION indexer.matching_memory_chunks(p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_query tsquery, p_cap integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION indexer.matching_memory_chunks(p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_query tsquery, p_cap integer) TO cairn_app;
+
+REVOKE ALL ON FUNCTION indexer.matching_memory_chunks(uuid, text, text[], text, tsquery, int) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION indexer.matching_memory_chunks(uuid, text, text[], text, tsquery, int) TO cairn_app;

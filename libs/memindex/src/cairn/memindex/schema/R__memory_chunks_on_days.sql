@@ -1,3 +1,6 @@
+-- Chunks dated on the days a memory question names, read from the month-day index.
+-- Defined so by migration 0107_memory_chunks_by_month_day.
+--
 -- Under row-level security the index cannot serve the query of cairn_app: the day's expression is not LEAKPROOF
 -- (to_char is not, and only a superuser may mark it), so Postgres evaluates it after the tenant policy, over
 -- every chunk of the tenant (as 0031 says of `@@`). The read runs as the owner, answering only for the tenant of
@@ -18,5 +21,6 @@ AS $$
     ORDER BY c.occurred_at, c.start_line, c.chunk_id
     LIMIT p_limit
 $$;
-REVOKE ALL ON FUNCTION indexer.memory_chunks_on_days(p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_days text[], p_limit integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION indexer.memory_chunks_on_days(p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_days text[], p_limit integer) TO cairn_app;
+
+REVOKE ALL ON FUNCTION indexer.memory_chunks_on_days(uuid, text, text[], text, text[], int) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION indexer.memory_chunks_on_days(uuid, text, text[], text, text[], int) TO cairn_app;

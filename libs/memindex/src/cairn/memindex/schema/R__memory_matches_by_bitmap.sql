@@ -1,3 +1,6 @@
+-- One way of matching_memory_chunks: the full-text keys' GIN as a bitmap, then the newest matches.
+-- Defined so by migration 0135_memory_keys_in_a_narrow_table.
+--
 -- The keys' table has no other index the planner may take (its primary key cannot serve `IS TRUE`), so its GIN is
 -- read as a bitmap; the chunks are then fetched by primary key in recency order until `cap` of them match.
 CREATE OR REPLACE FUNCTION indexer.memory_matches_by_bitmap(
@@ -28,4 +31,5 @@ AS $$
     ORDER BY newest.occurred_at DESC NULLS LAST, newest.chunk_id
     LIMIT p_cap
 $$;
-REVOKE ALL ON FUNCTION indexer.memory_matches_by_bitmap(p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_query tsquery, p_cap integer) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION indexer.memory_matches_by_bitmap(uuid, text, text[], text, tsquery, int) FROM PUBLIC;

@@ -1,3 +1,6 @@
+-- matching_memory_chunks's sample of an agent's newest chunks: how many match, how many hold the required bits.
+-- Defined so by migration 0108_memory_matches_walk_by_bits_only_when_the_bits_prune.
+--
 -- Memory search speed (issue 5): the walk by term bits is taken only when the bits leave out most of the chunks
 -- it walks; when they do not, the full-text index answers.
 --
@@ -41,4 +44,5 @@ AS $$
         LIMIT p_rows
     ) newest
 $$;
-REVOKE ALL ON FUNCTION indexer.memory_matches_sample(p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_query tsquery, p_required bit, p_rows integer, OUT seen integer, OUT matched integer, OUT passed integer) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION indexer.memory_matches_sample(uuid, text, text[], text, tsquery, bit, int) FROM PUBLIC;

@@ -83,6 +83,22 @@ CREATE TABLE indexer.memory_agents (
     config_version integer NOT NULL,
     CONSTRAINT memory_agents_pkey PRIMARY KEY (tenant_id, agent_id)
 );
+-- The memory worker took every due session in a tenant transaction of its own — BEGIN, claim the mark, read the
+-- agent's remember setting, delete the mark, COMMIT: five round trips — also when the agent does not remember,
+-- whose turns are kept (turning remember on chunks them, 0023) but whose sessions are never chunked. With
+-- agents set to one session per channel peer (remember off by default) that was one such transaction for
+-- nearly every quiet session: most of the worker's database traffic, for nothing to do.
+--
+-- The worker's one look for due sessions now also drops the due marks of agents that do not remember (at most
+-- 1,000 a call), as the transaction did (same rows deleted, same notification), and lists them as finished; the
+-- due sessions of agents that remember are returned to be chunked as before. A mark or setting another
+-- transaction holds is skipped: when the call dropped fewer than its bound, such a session is listed as due and
+-- the worker's own transaction decides, as before (when it reached the bound, the worker looks again at once).
+-- The agent's setting is locked with the mark, so a setting turned on meanwhile is re-read (the statement then
+-- leaves the mark alone). An agent with no stored setting remembers (its default config): never dropped here.
+--
+-- As the owner the function reads the agents' settings of every tenant (as 0042 did for the marks);
+-- cairn_app and cairn_projector still see the table only through its policies.
 SELECT cairn.isolate_by_tenant('indexer.memory_agents', force => false);
 
 -- Memory search speed (issue 5): the full-text keys' bitmap reads narrow rows, not the chunks themselves.
@@ -158,6 +174,19 @@ CREATE TABLE indexer.memory_chunks (
     CONSTRAINT memory_chunks_source_check CHECK ((source = ANY (ARRAY['memory'::text, 'sessions'::text]))),
     CONSTRAINT memory_chunks_pkey PRIMARY KEY (tenant_id, chunk_id)
 );
+-- Memory search speed (issue 5): a chunk's lexemes (`terms`) are kept in its row, not in the TOAST table.
+-- A ~400-token chunk's tsvector (lexemes with positions) is 3-6 kB: over the 2 kB at which Postgres moves a
+-- row's large values out. Under the column's default (EXTENDED) it tries pglz first, which cannot shrink a
+-- tsvector by the 25% it asks (lz4 is not built into this Postgres), so every such chunk kept its terms
+-- uncompressed in the TOAST table, and every use read them back from there (a TOAST index probe and two or
+-- three chunk rows, copied together): the matching walk's `terms @@ query` per chunk visited, the rank, the
+-- candidates' details. MAIN keeps them in the row (moved out only if the row would not fit a page otherwise);
+-- the chunk's text still goes out first (read only for the few results). Same values, so the same answers.
+-- Measured on 20,000 chunks of 20 LoCoMo turns, the lexical statement per query: median ratio 0.68-0.74
+-- (same rows, 150 of 150 queries; /work/notes/memspeed11.md). Short chunks (under 2 kB a row) are unchanged.
+--
+-- Rows written before this setting (0090) keep their terms in the TOAST table until rewritten; a maintenance
+-- window may move them all with `VACUUM FULL indexer.memory_chunks` (an exclusive lock: minutes per million chunks).
 ALTER TABLE indexer.memory_chunks ALTER COLUMN terms SET STORAGE MAIN;
 SELECT cairn.isolate_by_tenant('indexer.memory_chunks', force => false);
 
@@ -182,6 +211,12 @@ CREATE TABLE indexer.memory_pending (
     due_at timestamp with time zone NOT NULL,
     CONSTRAINT memory_pending_pkey PRIMARY KEY (tenant_id, session_id)
 );
+-- The memory worker looks for due sessions every second (issue 5's debounce). The function set each tenant
+-- in turn and probed its pending rows: one query per tenant, ~250 ms of database CPU per look at 1,000
+-- tenants, whether or not anything was due, growing with the tenant count. It now reads the (due_at) index
+-- once, as the owner, for whom indexer.memory_pending is no longer forced (as 0017/0031 did for matching):
+-- the most overdue sessions first, at most p_limit in all (it was p_limit per tenant; the worker asks again
+-- while it finds work). cairn_app and cairn_projector still see the table only through its policies.
 SELECT cairn.isolate_by_tenant('indexer.memory_pending', force => false);
 
 -- Read-your-writes for memory search: the highest ingest position the memory consumers have applied, per
@@ -198,6 +233,11 @@ SELECT cairn.isolate_by_tenant('indexer.memory_progress');
 
 -- The messages of sessions that may be remembered across conversations (direct, persistent, not cron,
 -- heartbeat, sub-agent or incognito), redacted: the transcript side of the index is chunked from these.
+-- Transcript chunks also name their messages by the adapter's ids (what a client sent as message_id), in
+-- the order of `message_ids`, so a client can map a hit back to its own records without another lookup.
+-- Each remembered turn also gets a vector of its own (no index: it is read by id only). A chunk of a
+-- conversation averages twenty turns; the turn's own vector tells which of them a search is about, so
+-- hits can list their most relevant messages first and score a chunk by its best turn too.
 CREATE TABLE indexer.memory_turns (
     tenant_id uuid NOT NULL,
     agent_id text NOT NULL,
@@ -215,6 +255,11 @@ CREATE TABLE indexer.memory_turns (
     embedding public.vector,
     CONSTRAINT memory_turns_pkey PRIMARY KEY (tenant_id, session_id, "position")
 );
+-- The memory worker looks for vectors of another model every `reembed_check_s` (0038): chunks in one query,
+-- but turns tenant by tenant, one probe per tenant (~250 ms of database CPU per look at 1,000 tenants,
+-- growing with the tenant count, whether or not anything is stale). Turns are now read in one query over a
+-- (model) index, as chunks are, by the owner, for whom indexer.memory_turns is no longer forced (as 0042 did
+-- for memory_pending). cairn_app and cairn_projector still see the table only through its policies.
 SELECT cairn.isolate_by_tenant('indexer.memory_turns', force => false);
 
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE indexer.memory_agents TO cairn_app;
@@ -224,6 +269,12 @@ GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE indexer.memory_pending TO cairn_app;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE indexer.memory_progress TO cairn_app;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE indexer.memory_turns TO cairn_app;
 
+-- Memory search speed (issue 5): the chunk GIN index takes each insert into its main structure
+-- (fastupdate = off) instead of a pending list. With the default, new chunks wait in an unsorted pending list
+-- (up to gin_pending_list_limit, 4 MB) until a vacuum or a full list merges them, and every search that uses
+-- the index reads and checks that whole list: the indexer writes chunks all day, so searches kept paying for
+-- it. Chunks are written a few at a time (a document edit, a debounced conversation), so the insert cost is
+-- small; searches are the hot path. What is pending now is merged here.
 CREATE INDEX memory_chunk_keys_terms ON indexer.memory_chunk_keys USING gin (indexer.tenant_terms(tenant_id, lexemes)) WITH (fastupdate=off);
 
 CREATE INDEX memory_chunks_agent ON indexer.memory_chunks USING btree (tenant_id, agent_id, source);

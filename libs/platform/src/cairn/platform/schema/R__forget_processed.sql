@@ -1,3 +1,7 @@
+-- The retention sweep of the exactly-once records: a consumer's processed events older than a bound, with their
+-- outboxes.
+-- Defined so by migration 0051_processed_records_retention.
+--
 -- Up to `p_limit` of one consumer's records processed before `p_before`, with the outbox each stored: an
 -- outbox never outlives its record (a redelivery that finds no record applies the event afresh and would
 -- collide with an orphaned outbox). Returns how many records went.
@@ -15,5 +19,6 @@ LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, cairn AS $$
     )
     SELECT count(*)::int FROM gone
 $$;
-REVOKE ALL ON FUNCTION cairn.forget_processed(p_consumer text, p_before timestamp with time zone, p_limit integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION cairn.forget_processed(p_consumer text, p_before timestamp with time zone, p_limit integer) TO cairn_app;
+
+REVOKE ALL ON FUNCTION cairn.forget_processed(text, timestamptz, int) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION cairn.forget_processed(text, timestamptz, int) TO cairn_app;

@@ -1,3 +1,7 @@
+-- Per-agent message counts (indexer.message_counts), kept by statement triggers on indexer.messages: BM25's corpus
+-- size.
+-- Defined so by migration 0028_search_corpus_counts.
+--
 -- Rows counted in (INSERT, including only the rows an ON CONFLICT DO NOTHING really inserted) or out
 -- (DELETE). Rows never move between tenants or agents, so UPDATE needs no trigger. Upserts go in key
 -- order, so two transactions of one tenant cannot deadlock on its agents' counts.
@@ -17,5 +21,12 @@ BEGIN
     RETURN NULL;
 END
 $$;
-CREATE OR REPLACE TRIGGER messages_counted_in AFTER INSERT ON indexer.messages REFERENCING NEW TABLE AS counted_rows FOR EACH STATEMENT EXECUTE FUNCTION indexer.count_messages();
-CREATE OR REPLACE TRIGGER messages_counted_out AFTER DELETE ON indexer.messages REFERENCING OLD TABLE AS counted_rows FOR EACH STATEMENT EXECUTE FUNCTION indexer.count_messages();
+
+CREATE OR REPLACE TRIGGER messages_counted_in AFTER INSERT ON indexer.messages
+    REFERENCING NEW TABLE AS counted_rows
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION indexer.count_messages();
+CREATE OR REPLACE TRIGGER messages_counted_out AFTER DELETE ON indexer.messages
+    REFERENCING OLD TABLE AS counted_rows
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION indexer.count_messages();

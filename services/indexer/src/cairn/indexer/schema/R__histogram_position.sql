@@ -1,3 +1,6 @@
+-- Where a time falls in a histogram, as a fraction of its buckets: how many of a tenant's rows lie past it.
+-- Defined so by migration 0148_search_window_cut_from_the_histogram.
+--
 -- Session search (issue 4, the 1M tail): a window (0093, 0146) ends at a time read from the occurred_at histogram
 -- rather than at its exact last row. The exact cut was an index-only scan of window_rows recency entries
 -- (OFFSET window_rows - 1 LIMIT 1: 18-26k entries, 5-7 ms per window for the largest tenant at 1M, each of the two

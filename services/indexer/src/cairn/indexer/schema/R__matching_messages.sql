@@ -1,3 +1,7 @@
+-- Session search's matching: the most recent `cap` messages of a tenant matching a query, by the tenant-keyed GIN,
+-- a walk back in time, or windows of recency, whichever reads least.
+-- Defined so by migration 0151_search_matches_estimated_from_the_any_term_candidates.
+--
 -- Session search (issue 4, the 1M tail): the every-term call estimates its matches from what the any-term call saw
 -- rather than from the planner. search_messages passes the oldest any-term candidate (p_after_at) and the share of the
 -- candidates with every term (p_share = every / found, p_cap = found - every): the `every` matches it saw are all
@@ -224,5 +228,8 @@ BEGIN
     LIMIT wanted;
 END
 $$;
-REVOKE ALL ON FUNCTION indexer.matching_messages(p_tenant uuid, p_query tsquery, p_agent text, p_session_keys text[], p_cap integer, p_after_at timestamp with time zone, p_after_id uuid, p_within tsquery, p_share double precision) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION indexer.matching_messages(p_tenant uuid, p_query tsquery, p_agent text, p_session_keys text[], p_cap integer, p_after_at timestamp with time zone, p_after_id uuid, p_within tsquery, p_share double precision) TO cairn_app;
+
+REVOKE ALL ON FUNCTION indexer.matching_messages(uuid, tsquery, text, text[], int, timestamptz, uuid, tsquery, float8)
+    FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION indexer.matching_messages(uuid, tsquery, text, text[], int, timestamptz, uuid, tsquery, float8)
+    TO cairn_app;

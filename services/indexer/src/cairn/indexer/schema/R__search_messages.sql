@@ -1,3 +1,7 @@
+-- Session search in one call: matching (matching_messages, any term then every term), then BM25 ranking of the
+-- candidates, a page of them.
+-- Defined so by migration 0149_search_ranking_one_row_per_candidate.
+--
 -- Session search (issue 4, the 1M tail): search_messages ranks with one row per candidate instead of one per
 -- (candidate, asked lexeme). 0070's ranking unnested each candidate's asked lexemes with their positions (6,000 rows
 -- for 1,000 every-term candidates of 'release ERR_CONN_RESET'), counted df by GROUP BY, joined the rows to it and
@@ -288,5 +292,8 @@ BEGIN
     ORDER BY r.score DESC, r.occurred_at DESC, r.message_id;
 END
 $$;
-REVOKE ALL ON FUNCTION indexer.search_messages(p_tenant uuid, p_any tsquery, p_all tsquery, p_limit integer, p_offset integer, p_agent text, p_session_keys text[], p_lexemes text[], p_weights double precision[], p_cap integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION indexer.search_messages(p_tenant uuid, p_any tsquery, p_all tsquery, p_limit integer, p_offset integer, p_agent text, p_session_keys text[], p_lexemes text[], p_weights double precision[], p_cap integer) TO cairn_app;
+
+REVOKE ALL ON FUNCTION indexer.search_messages(uuid, tsquery, tsquery, int, int, text, text[], text[], float8[], int)
+    FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION indexer.search_messages(uuid, tsquery, tsquery, int, int, text, text[], text[], float8[], int)
+    TO cairn_app;

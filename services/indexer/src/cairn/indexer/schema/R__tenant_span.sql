@@ -1,3 +1,6 @@
+-- A tenant's oldest and newest message time.
+-- Defined so by migration 0148_search_window_cut_from_the_histogram.
+--
 -- the tenant's oldest and newest message (two probes of the recency index), planned once per session
 CREATE OR REPLACE FUNCTION indexer.tenant_span(p_tenant uuid, OUT oldest timestamptz, OUT newest timestamptz)
 LANGUAGE plpgsql STABLE
@@ -9,4 +12,5 @@ BEGIN
     newest := (SELECT m.occurred_at FROM indexer.messages m WHERE m.tenant_id = p_tenant ORDER BY m.occurred_at DESC LIMIT 1);
 END
 $$;
-REVOKE ALL ON FUNCTION indexer.tenant_span(p_tenant uuid, OUT oldest timestamp with time zone, OUT newest timestamp with time zone) FROM PUBLIC;
+
+REVOKE ALL ON FUNCTION indexer.tenant_span(uuid) FROM PUBLIC;

@@ -1,3 +1,6 @@
+-- A search's tsquery rewritten to the tenant-qualified keys of indexer.messages (see tenant_terms in the baseline).
+-- Defined so by migration 0142_search_keys_without_implied_unigrams.
+--
 -- 0039's rewrite, with a one-character CJK lexeme asked as a prefix.
 CREATE OR REPLACE FUNCTION indexer.tenant_terms_query(p_tenant uuid, p_query tsquery) RETURNS tsquery
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE STRICT

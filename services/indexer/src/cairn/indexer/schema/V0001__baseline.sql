@@ -89,12 +89,8 @@ RETURN array_to_tsvector(ARRAY(
 -- indexed (256 kB pending list, as 0136), 6 interleaved rounds at load 11-12: median 0.121 -> 0.110 ms per message
 -- (lower in 5 of 6); the keys alone (same expression, vectors without the implied unigrams) 0.110 -> 0.090 at load
 -- 6.6-8. A regexp dropping them from the joined lexemes inside the expression cost more than it saved (+0.012 ms).
---
--- Existing rows: no writer weighted a message's lexeme C before, so every existing row's keys are unchanged and
--- the index needs no rebuild; it is rebuilt below only if some row says otherwise. The memory keys (0135) are
--- stripped lexemes: unchanged too.
 
--- 0039's keys of a row's lexemes, under a new name.
+-- The keys of all a row's lexemes (tenant_terms takes out the implied CJK unigrams first).
 CREATE FUNCTION indexer.tenant_lexeme_keys(p_tenant uuid, p_terms tsvector) RETURNS tsvector
 LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
 RETURN CASE
@@ -121,6 +117,8 @@ CREATE TABLE indexer.message_counts (
 );
 SELECT cairn.isolate_by_tenant('indexer.message_counts');
 
+-- Search quality (issue 4): a hit names the adapter's message id (so importers and benchmarks can map
+-- hits back to what they sent), and the sender's name is part of what a message is found by.
 CREATE TABLE indexer.messages (
     tenant_id uuid NOT NULL,
     agent_id text NOT NULL,
@@ -139,9 +137,19 @@ CREATE TABLE indexer.messages (
     sender_name text,
     CONSTRAINT messages_pkey PRIMARY KEY (tenant_id, message_id)
 );
+-- Full-text matching under row-level security could not use the full-text index: `@@` is not
+-- LEAKPROOF (and only a superuser may mark it), so Postgres evaluates it after the tenant policy, as a
+-- filter over every row of the tenant. Matching therefore runs in a SECURITY DEFINER function as the
+-- owner, for whom indexer.messages is no longer forced, so the (tenant_id, terms) index does the work.
+-- Isolation holds: the function answers only for the tenant of the calling transaction
+-- (cairn.current_tenant()), and cairn_app still sees the table through the policy everywhere else.
+-- Candidates are the most recent `cap` matches, the order every search ranks from.
 SELECT cairn.isolate_by_tenant('indexer.messages', force => false);
 
 -- How far the projection has got, per tenant, in ingest-stream sequence (read-your-writes).
+-- Read-your-writes per agent: the session service applies each (tenant, agent) partition in order, but
+-- different agents of one tenant progress independently, so a tenant-wide high-water mark could pass
+-- an agent's write that is not indexed yet.
 CREATE TABLE indexer.progress (
     tenant_id uuid NOT NULL,
     ingest_seq bigint NOT NULL,
@@ -159,4 +167,20 @@ CREATE INDEX messages_session ON indexer.messages USING btree (tenant_id, sessio
 
 CREATE INDEX messages_tenant_recent ON indexer.messages USING btree (tenant_id, occurred_at DESC, message_id);
 
+-- Ingest throughput (issue 4): the messages' tenant-keyed GIN (0039) takes new rows into a small pending list again
+-- (0054 had turned it off), bounded at 256 kB (32 pages) instead of the default 4 MB.
+--
+-- With fastupdate off every key of every row is its own descent into the GIN: a message has ~34 distinct keys (a CJK
+-- run's unigrams and bigrams, tenant-qualified), and that was Postgres's largest cost per ingested message. With a
+-- pending list the rows are appended to it, and when it passes the limit the inserting statement merges the whole
+-- list into the tree in key order. Backend CPU per message, 200-row INSERTs like the indexer's of the standard
+-- bench's messages into a copy of the table (2 cores, load 5.3-5.8), 3 rounds: off 0.24-0.26 ms, 128 kB
+-- 0.12-0.21, 256 kB 0.15-0.19, 1 MB 0.11-0.14. The whole pipeline, `cairn bench load --throughput-only` (20k
+-- messages, 1000 tenants), off/on interleaved on one stack, 3 pairs at load 4-9.5: Postgres CPU 13.1/10.4,
+-- 13.2/10.0, 17.5/11.3 s; end to end 747/1069, 505/897, 698/670 msg/s.
+--
+-- Why 0054 turned it off still holds for a large list: every search that reads the keys also reads the whole list,
+-- whatever its tenant. At 256 kB that is at most 32 pages: 150 searches of 2-4 character fragments on a 22k-message
+-- index, list empty vs full (29 pages), 3 rounds at load 4.5-4.7: mean 3.75-4.55 vs 4.12-4.56 ms (1 MB, 110 pages:
+-- +0.5-1 ms; 128 kB: no difference seen). The entries are searchable at once either way (the list is read).
 CREATE INDEX messages_tenant_terms ON indexer.messages USING gin (indexer.tenant_terms(tenant_id, terms)) WITH (fastupdate='on', gin_pending_list_limit='256');

@@ -1,3 +1,7 @@
+-- The session projection's prefetch: open the sessions a batch of messages needs, lock them, find stored adapter
+-- ids.
+-- Defined so by migration 0055_session_open_many.
+--
 -- The session projection's prefetch for a run of messages (of one tenant or several, see 0025): create the
 -- sessions the messages open when their keys have none (and remember the new ids), lock and load every one
 -- in key order, and find which adapter ids `(tenant, channel, external id)` are already stored. These were
@@ -59,4 +63,6 @@ BEGIN
     END IF;
 END
 $$;
-GRANT EXECUTE ON FUNCTION session.open_many(p_tenants uuid[], p_agents text[], p_keys text[], p_new_ids uuid[], p_chat_types text[], p_channels text[], p_ext_tenants uuid[], p_ext_channels text[], p_ext_ids text[]) TO cairn_app;
+
+GRANT EXECUTE ON FUNCTION session.open_many(uuid[], text[], text[], uuid[], text[], text[], uuid[], text[], text[])
+    TO cairn_app;

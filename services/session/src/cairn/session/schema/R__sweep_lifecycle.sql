@@ -1,3 +1,6 @@
+-- Sessions quiet for long become dormant, then archived, by each agent's retention (or the deployment's defaults).
+-- Defined so by migration 0012_session_policies_per_agent.
+--
 -- The lifecycle sweep now reads each agent's retention, falling back to the arguments (the deployment's
 -- defaults). Same signature, so the grant of 0010 still applies.
 CREATE OR REPLACE FUNCTION session.sweep_lifecycle(p_dormant_after interval, p_archive_after interval, p_tenant uuid DEFAULT NULL)
@@ -34,5 +37,6 @@ BEGIN
     RETURN NEXT;
 END
 $$;
-REVOKE ALL ON FUNCTION session.sweep_lifecycle(p_dormant_after interval, p_archive_after interval, p_tenant uuid) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION session.sweep_lifecycle(p_dormant_after interval, p_archive_after interval, p_tenant uuid) TO cairn_app;
+
+REVOKE ALL ON FUNCTION session.sweep_lifecycle(interval, interval, uuid) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION session.sweep_lifecycle(interval, interval, uuid) TO cairn_app;

@@ -30,6 +30,10 @@ CREATE TYPE session.entry_row AS (
 
 -- NULL context_window: the deployment's default (CAIRN_SESSION_CONTEXT_WINDOW). `config_version` keeps a
 -- re-published older version from overwriting a newer one.
+-- Per-agent session policies, projected from `agent.configured`: a reset policy per chat type (or for
+-- threads) in place of the agent's default one, and retention thresholds (NULL: the deployment's default).
+-- Each agent's compaction thresholds (reserve, soft threshold, byte limit), projected from
+-- `agent.configured`; a missing field means the deployment's default (CAIRN_SESSION_*).
 CREATE TABLE session.agent_settings (
     tenant_id uuid NOT NULL,
     agent_id text NOT NULL,
@@ -81,6 +85,8 @@ CREATE TABLE session.key_sessions (
 );
 SELECT cairn.isolate_by_tenant('session.key_sessions');
 
+-- When a session was last active (event time of its last conversational message; heartbeat and cron
+-- traffic never count), so daily and idle reset policies can start a fresh session.
 CREATE TABLE session.sessions (
     tenant_id uuid NOT NULL,
     agent_id text NOT NULL,
