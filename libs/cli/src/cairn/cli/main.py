@@ -1,4 +1,4 @@
-"""`cairn migrate`: apply SQL migrations and declare JetStream streams, once, before services start."""
+"""`cairn migrate`: apply every owner's schema folder and declare JetStream streams, once, before services start."""
 
 import argparse
 import asyncio
@@ -21,7 +21,7 @@ from cairn.cli.importer import import_file
 from cairn.cli.memory import MemoryClient, export_memory, import_memory
 from cairn.cli.reindex import reindex
 from cairn.memindex import EmbeddingSettings, MemoryIndex, MemoryIndexSettings, create_embedder
-from cairn.platform.migrations import apply_migrations
+from cairn.platform.migrations import SchemaError, apply_migrations
 from cairn.platform.nats import RECONNECT_WAIT_S, connect, ensure_streams
 from cairn.platform.settings import NatsSettings, PostgresSettings
 
@@ -58,7 +58,12 @@ async def migrate() -> None:
     if admin_url is None:
         sys.exit("cairn migrate needs CAIRN_POSTGRES_ADMIN_URL (the owner's connection URL)")
     password = settings.postgres.app_password
-    applied = await apply_migrations(admin_url.get_secret_value(), password.get_secret_value() if password else None)
+    try:
+        applied = await apply_migrations(
+            admin_url.get_secret_value(), password.get_secret_value() if password else None
+        )
+    except SchemaError as error:
+        sys.exit(f"cairn migrate: {error}")
     print(f"migrations applied: {', '.join(applied) or 'none (up to date)'}")
     attempts = max(1, round(settings.migrate_nats_wait_s / RECONNECT_WAIT_S))
     try:
@@ -94,7 +99,7 @@ def run_memindex_bench(args: argparse.Namespace) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cairn")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("migrate", help="apply SQL migrations and declare JetStream streams")
+    commands.add_parser("migrate", help="apply every owner's schema (schema/*.sql) and declare JetStream streams")
     rebuild = commands.add_parser("reindex", help="rebuild the memory index from documents and remembered turns")
     rebuild.add_argument("--tenant", help="only this tenant (default: every tenant)")
     imports = commands.add_parser("import", help="import a JSONL file of messages (or a dataset corpus.jsonl)")

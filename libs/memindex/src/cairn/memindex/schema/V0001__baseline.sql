@@ -188,6 +188,10 @@ CREATE TABLE indexer.memory_chunks (
 -- Rows written before this setting (0090) keep their terms in the TOAST table until rewritten; a maintenance
 -- window may move them all with `VACUUM FULL indexer.memory_chunks` (an exclusive lock: minutes per million chunks).
 ALTER TABLE indexer.memory_chunks ALTER COLUMN terms SET STORAGE MAIN;
+-- Not forced (0031): under row-level security `terms @@ q` could never use a full-text index (`@@` is not
+-- LEAKPROOF, and only a superuser may mark it), so Postgres evaluated it after the tenant policy, over every chunk of
+-- the tenant. Matching runs in SECURITY DEFINER functions as the owner (matching_memory_chunks), which answer only
+-- for the tenant of the calling transaction (cairn.current_tenant()); cairn_app sees the table through the policy.
 SELECT cairn.isolate_by_tenant('indexer.memory_chunks', force => false);
 
 -- Chunks per agent, kept with the rows: the search chooses an exact scan for a small agent and the
