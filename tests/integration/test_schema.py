@@ -4,9 +4,9 @@ the numbered chain migrated is adopted (to its end) or refused (short of it).
 
 `schema/before_squash.sql` is the normalized dump of the numbered chain's schema (regenerate it from git history
 with `uv run --frozen python -m tests.integration.schema.before_squash`). From the squash on it is the expected
-schema: a change to any owner's schema folder must update it in the same commit (dump a freshly migrated database
-with `schema_of`, as this test does, and write it over the fixture), so every schema change shows in review as a
-diff of this one file."""
+schema: a change to any owner's schema folder must update it in the same commit (`python -m
+tests.integration.schema.before_squash --tree` writes the tree's schema over it), so every schema change shows in
+review as a diff of this one file."""
 
 import difflib
 import shutil

@@ -6,11 +6,16 @@ its baseline; they are read from git history (`git show 504bdc3:<file>`), so any
 
 It starts a throwaway PostgreSQL and applies the files in order, as the runner of that commit did: as the owner
 (not a superuser), in one transaction, after the ledger `cairn.schema_migrations`.
+
+From the squash on the file is also the schema the tree must create: a commit that changes an owner's schema folder
+writes the new expected schema over it with `--tree` (the owners' folders applied by `cairn migrate`'s runner instead
+of the numbered chain), and the diff of this one file shows the change in review.
 """
 
 import asyncio
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -19,6 +24,7 @@ import asyncpg
 from cairn.local.infra import Postgres
 from cairn.local.processes import free_port
 from cairn.local.stack import OWNER
+from cairn.platform.migrations import apply_migrations
 from tests.integration.schema.dump import schema_of
 
 SQUASHED_AT = "504bdc3"
@@ -60,14 +66,15 @@ async def apply_old_chain(url: str) -> None:
         await conn.close()
 
 
-def main() -> None:
+def main(from_tree: bool) -> None:
     home = Path(tempfile.mkdtemp(prefix="cairn-squash-"))
     home.chmod(0o755)
     postgres, port = Postgres(home, durable=False), free_port()
     try:
         postgres.start(port)
         postgres.create_database(port, "before_squash", OWNER)
-        asyncio.run(apply_old_chain(f"postgresql://{OWNER}@127.0.0.1:{port}/before_squash"))
+        url = f"postgresql://{OWNER}@127.0.0.1:{port}/before_squash"
+        asyncio.run(apply_migrations(url) if from_tree else apply_old_chain(url))
         FIXTURE.write_text(schema_of(postgres, port, "before_squash"))
         print(f"wrote {FIXTURE}")
     finally:
@@ -77,4 +84,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(from_tree="--tree" in sys.argv[1:])
