@@ -8,7 +8,7 @@ GRANT USAGE ON SCHEMA session TO cairn_app;
 -- sixteen column arrays. asyncpg checks every element of an array argument for being a nested array (Python-level
 -- ABC checks), so sixteen arrays cost sixteen checks per entry and one array of records one; the values are
 -- encoded as before. A type of its own, not session.entries' row type, so that a column added to the table
--- leaves the statement as it is. Types are usable by every role (PUBLIC has USAGE); nothing else changes.
+-- leaves the statement as it is. Types are usable by every role (PUBLIC has USAGE).
 CREATE TYPE session.entry_row AS (
 	tenant_id uuid,
 	session_id uuid,
@@ -117,9 +117,6 @@ GRANT SELECT,INSERT ON TABLE session.key_sessions TO cairn_app;
 GRANT SELECT,INSERT,UPDATE ON TABLE session.sessions TO cairn_app;
 
 
---
--- PostgreSQL database dump complete
---
 
 -- The adapter's message id is the idempotency key: same tenant + channel + id is stored once.
 CREATE UNIQUE INDEX entries_external_id ON session.entries USING btree (tenant_id, channel, external_id) WHERE (external_id IS NOT NULL);
