@@ -9,6 +9,7 @@ import re
 import uuid
 from datetime import UTC, datetime, timedelta
 from itertools import product
+from pathlib import Path
 from typing import Any, TypeAlias
 
 import asyncpg
@@ -16,7 +17,6 @@ import pytest
 
 from cairn.indexer import store
 from cairn.recall.queries import SEARCH_MESSAGES
-from cairn.storage.migrations import available_migrations
 from cairn.storage.postgres import tenant_transaction
 from cairn.text import build_query
 from tests.integration.test_search_keys import plans_of_every_statement
@@ -30,12 +30,13 @@ Admin: TypeAlias = "asyncpg.Connection[asyncpg.Record]"
 START = datetime(2026, 11, 3, tzinfo=UTC)
 WORDS = ["walrus", "ledger", "harbor", "quartz", "蓝莓", "freight", "ERR_CONN_RESET"]
 OLD = SEARCH_MESSAGES.replace("indexer.search_messages(", "indexer.search_messages_0053(")
+# Definitions that later ones replaced, kept as references for tests that compare answers.
+REFERENCE_SQL = Path(__file__).with_name("reference_sql")
 
 
 def _old_ranking() -> str:
     """0053's search_messages, the definition before 0068, under another name."""
-    sql = next(m.sql for m in available_migrations() if m.version == 53)
-    return sql.replace("FUNCTION indexer.search_messages(", "FUNCTION indexer.search_messages_0053(")
+    return (REFERENCE_SQL / "search_messages_0053.sql").read_text()
 
 
 def _texts(count: int, seed: int) -> list[str]:

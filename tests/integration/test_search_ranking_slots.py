@@ -18,10 +18,9 @@ import pytest
 
 from cairn.indexer import store
 from cairn.recall.queries import SEARCH_MESSAGES
-from cairn.storage.migrations import available_migrations
 from cairn.storage.postgres import tenant_transaction
 from cairn.text import build_query
-from tests.integration.test_search_every_term_page import START, _insert
+from tests.integration.test_search_every_term_page import REFERENCE_SQL, START, _insert
 from tests.integration.test_search_keys import plans_of_every_statement
 from tests.integration.test_search_suite import _message
 
@@ -42,9 +41,7 @@ def _filler(count: int) -> list[str]:
 
 def _ranking_0070() -> str:
     """0070's search_messages (the ranking before 0149; 0133 only planned it once), under another name."""
-    sql = next(m.sql for m in available_migrations() if m.version == 70)
-    sql = sql[sql.index("CREATE OR REPLACE FUNCTION indexer.search_messages(") :]
-    return sql.replace("FUNCTION indexer.search_messages(", "FUNCTION indexer.search_messages_0070(")
+    return (REFERENCE_SQL / "search_messages_0070.sql").read_text()
 
 
 def _texts(count: int, seed: int) -> list[str]:

@@ -19,7 +19,7 @@ from cairn.ingest.domain import new_api_key
 from cairn.local import LocalStack
 from cairn.local.processes import free_port
 from cairn.local.stack import OWNER
-from cairn.storage.migrations import apply_migrations, available_migrations
+from cairn.storage.migrations import apply_migrations, available_schema
 from cairn.storage.postgres import is_projector, tenant_transaction, tenants_transaction
 
 pytestmark = pytest.mark.integration
@@ -45,7 +45,10 @@ SELECT schemaname || '.' || tablename AS name, roles::text[] AS roles FROM pg_po
 WHERE policyname = 'tenant_batch' AND schemaname IN ('cairn', 'ingest', 'session', 'indexer', 'consolidation')
 ORDER BY name
 """
-LEDGER = "SELECT version, name, applied_at FROM cairn.schema_migrations ORDER BY version"
+LEDGER = """
+SELECT owner, name, checksum, applied_at FROM cairn.schema_versions
+UNION ALL SELECT owner, name, checksum, applied_at FROM cairn.schema_repeatables ORDER BY owner, name
+"""
 
 
 async def add_session(pool: Pool, tenant: str, key: str) -> None:
@@ -157,7 +160,7 @@ async def test_migrate_is_idempotent(stack: LocalStack, admin: Admin) -> None:
     await asyncio.to_thread(stack.migrate)
     after = [dict(r) for r in await admin.fetch(LEDGER)]
     assert after == before
-    assert [r["version"] for r in before] == [m.version for m in available_migrations()]
+    assert sorted((r["owner"], r["name"]) for r in before) == sorted((f.owner, f.name) for f in available_schema())
 
 
 def test_migrate_without_a_reachable_nats_says_so_and_stops(stack: LocalStack) -> None:

@@ -132,6 +132,12 @@ class Postgres:
         # pgvector is not a trusted extension: the superuser creates it, as a managed service's bootstrap does
         self._psql(port, name, "CREATE EXTENSION IF NOT EXISTS vector")
 
+    def dump_schema(self, port: int, database: str, *exclude_tables: str) -> str:
+        """`pg_dump --schema-only` of a database, as the superuser: what its migrations created."""
+        excluded = [arg for table in exclude_tables for arg in ("--exclude-table", table)]
+        return self._run("pg_dump", "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "--schema-only", *excluded,
+                         database)  # fmt: skip
+
     def _psql(self, port: int, database: str, sql: str) -> str:
         return self._run(
             "psql",

@@ -143,8 +143,9 @@ CREATE INDEX memory_chunks_hnsw_512 ON indexer.memory_chunks
     USING hnsw ((embedding::vector(512)) vector_cosine_ops) WHERE dims = 512;
 """
 # What autovacuum does to live tables before long, done before timing: statistics, and the visibility map that
-# lets a walk by term bits read the recency index alone (migration 0059) instead of every row's page. The chunks'
-# full-text keys live in a table of their own (0135), filled by trigger: it is settled with them.
+# lets a walk by term bits read the recency index alone (indexer.memory_matches_walking_by_bits) instead of every row's
+# page. The chunks' full-text keys live in a table of their own (indexer.memory_chunk_keys), filled by trigger: it is
+# settled with them.
 SETTLE = "VACUUM (ANALYZE) indexer.memory_chunks, indexer.memory_chunk_keys"
 COUNT = """
 INSERT INTO indexer.memory_counts (tenant_id, agent_id, chunks) VALUES ($1, 'main', $2)

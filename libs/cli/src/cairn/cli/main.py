@@ -1,4 +1,4 @@
-"""`cairn migrate`: apply SQL migrations and declare JetStream streams, once, before services start."""
+"""`cairn migrate`: apply every owner's schema folder and declare JetStream streams, once, before services start."""
 
 import argparse
 import asyncio
@@ -26,7 +26,7 @@ from cairn.cli.reindex import reindex
 from cairn.delivery.nats import RECONNECT_WAIT_S, connect, ensure_streams
 from cairn.delivery.settings import NatsSettings
 from cairn.memindex import EmbeddingSettings, MemoryIndex, MemoryIndexSettings, create_embedder
-from cairn.storage.migrations import apply_migrations
+from cairn.storage.migrations import SchemaError, apply_migrations
 from cairn.storage.settings import PostgresSettings
 
 
@@ -62,7 +62,12 @@ async def migrate() -> None:
     if admin_url is None:
         sys.exit("cairn migrate needs CAIRN_POSTGRES_ADMIN_URL (the owner's connection URL)")
     password = settings.postgres.app_password
-    applied = await apply_migrations(admin_url.get_secret_value(), password.get_secret_value() if password else None)
+    try:
+        applied = await apply_migrations(
+            admin_url.get_secret_value(), password.get_secret_value() if password else None
+        )
+    except SchemaError as error:
+        sys.exit(f"cairn migrate: {error}")
     print(f"migrations applied: {', '.join(applied) or 'none (up to date)'}")
     attempts = max(1, round(settings.migrate_nats_wait_s / RECONNECT_WAIT_S))
     try:
@@ -98,7 +103,7 @@ def run_memindex_bench(args: argparse.Namespace) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cairn")
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("migrate", help="apply SQL migrations and declare JetStream streams")
+    commands.add_parser("migrate", help="apply every owner's schema (schema/*.sql) and declare JetStream streams")
     rebuild = commands.add_parser("reindex", help="rebuild the memory index from documents and remembered turns")
     rebuild.add_argument("--tenant", help="only this tenant (default: every tenant)")
     imports = commands.add_parser("import", help="import a JSONL file of messages (or a dataset corpus.jsonl)")

@@ -62,7 +62,7 @@ NEWLY_PROCESSED = """
 SELECT event_id FROM cairn.processed_events
 WHERE consumer = $1 AND event_id = ANY($2::uuid[]) AND xmin = pg_current_xact_id()::xid
 """
-# Each event as the text it is published as (migration 0101): Postgres stores it without parsing it.
+# Each event as the text it is published as (cairn.outbox.event is text): Postgres stores it without parsing it.
 SAVE_OUTBOX = """
 INSERT INTO cairn.outbox (consumer, causation_id, seq, tenant_id, event)
 SELECT $1, causation_id, seq, tenant_id, event

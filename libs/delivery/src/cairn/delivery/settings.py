@@ -17,7 +17,8 @@ class NatsSettings(BaseSettings):
 
 
 class ProcessedSettings(BaseSettings):
-    """How long the records that make projections exactly-once are kept (migration 0051)."""
+    """How long the records that make projections exactly-once are kept (cairn.forget_processed:
+    platform/schema/R__forget_processed.sql)."""
 
     model_config = SettingsConfigDict(env_prefix="CAIRN_PROCESSED_", extra="ignore")
 

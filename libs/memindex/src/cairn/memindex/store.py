@@ -62,8 +62,8 @@ SELECT pg_notify('{MEMORY_PROGRESS_CHANNEL}', '') WHERE EXISTS (SELECT FROM adva
 """
 # The same three, set-based, for a fetched batch of transcript events of any tenants (one row per session
 # in MARK_PENDING_MANY and per agent in ADVANCE_MANY: an upsert may touch a row only once per statement).
-# The turns travel as one array of indexer.turn_row records (0144), in the table's column order: asyncpg checks each
-# element of an array argument, so one array costs one check per turn where column arrays cost 12.
+# The turns travel as one array of indexer.turn_row records (schema/V0001__baseline.sql), in the table's column order:
+# asyncpg checks each element of an array argument, so one array costs one check per turn where column arrays cost 12.
 INSERT_TURNS = """
 INSERT INTO indexer.memory_turns (tenant_id, agent_id, session_id, position, reset_index, session_key, message_id,
     role, sender_name, text, occurred_at, external_id)
@@ -71,9 +71,10 @@ SELECT * FROM unnest($1::indexer.turn_row[])
 ON CONFLICT DO NOTHING
 """
 # A session of an agent whose stored setting does not remember gets no mark: the worker would only drop it again
-# (0096), and meanwhile it held back the agent's memory read-your-writes. The setting is read FOR SHARE: a
-# transaction turning remembering on (it marks every session of the agent it can see) waits for this one, or this
-# one waits for it and then reads the new setting, so no session is left unmarked. No stored setting remembers.
+# (schema/R__take_due_memory_sessions.sql), and meanwhile it held back the agent's memory read-your-writes. The setting
+# is read FOR SHARE: a transaction turning remembering on (it marks every session of the agent it can see) waits for
+# this one, or this one waits for it and then reads the new setting, so no session is left unmarked. No stored setting
+# remembers.
 MARK_PENDING_MANY = """
 INSERT INTO indexer.memory_pending AS p (tenant_id, agent_id, session_id, session_key, first_at, first_seq, due_at)
 SELECT tenant_id, agent_id, session_id, session_key, now(), first_seq, now() + make_interval(secs => $5::float8)

@@ -183,7 +183,7 @@ def create_service_app(
 ) -> FastAPI:
     """Build a service's ASGI app; nothing connects until the lifespan starts. A `projector` service (no
     tenant-facing HTTP) logs in to Postgres as cairn_projector, so its projections may apply a fetched batch
-    of many tenants in one transaction (migration 0025)."""
+    of many tenants in one transaction (the policy `tenant_batch`, platform schema baseline)."""
     setup_logging(name, settings.telemetry)
     tracer_provider = setup_tracing(name)
 

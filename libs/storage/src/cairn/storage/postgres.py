@@ -2,8 +2,8 @@
 
 Row-level security reads the tenant from the transaction-local setting `cairn.tenant_id`, so a query
 that forgets its tenant filter still sees only that tenant's rows. Projections, logged in as
-`cairn_projector`, may instead open a transaction over a set of tenants (`cairn.tenant_ids`, migration 0025)
-to apply a whole fetched batch at once; their statements name each row's tenant.
+`cairn_projector`, may instead open a transaction over a set of tenants (`cairn.tenant_ids`: the policy `tenant_batch`
+of the platform's schema baseline) to apply a whole fetched batch at once; their statements name each row's tenant.
 """
 
 import contextlib

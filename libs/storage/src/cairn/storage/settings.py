@@ -12,7 +12,8 @@ class PostgresSettings(BaseSettings):
     url: SecretStr = SecretStr("postgresql://cairn_app@127.0.0.1:5432/cairn")
     admin_url: SecretStr | None = None  # owner/superuser: migrations only, never a service
     app_password: SecretStr | None = None  # set on the cairn_app and cairn_projector roles by `cairn migrate`
-    # Projections log in as cairn_projector (see migration 0025); by default `url` with that user instead.
+    # Projections log in as cairn_projector (see `tenant_batch` in platform/schema/V0001__baseline.sql); by default
+    # `url` with that user instead.
     projector_url: SecretStr | None = None
     pool_min: int = Field(default=1, ge=0)
     pool_max: int = Field(default=10, ge=1)

@@ -13,7 +13,8 @@ with ``<N>`` distances that Postgres checks against positions, in any script.
 
 In a message's vector a CJK unigram that starts a bigram of the message is weighted ``C`` (every one of its
 positions): the search index leaves it out, since the bigram's key already holds the row and a query asks a
-single CJK character as a prefix of the keys (migration 0142). Weights mean nothing else to message search.
+single CJK character as a prefix of the keys (`indexer.tenant_terms`, the indexer's schema baseline; was migration
+0142). Weights mean nothing else to message search.
 
 Unquoted CJK fragments are the AND (``&``) of their bigrams, never a positional chain: every document
 containing the fragment contains each bigram, and AND does not depend on positions, which saturate at

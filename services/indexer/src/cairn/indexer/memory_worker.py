@@ -3,13 +3,13 @@ embedded by another model than the configured one are re-embedded in batches (th
 vectors of the configured model meanwhile, so the index is never mixed). A long transcript is chunked a
 slice of turns per transaction. Idempotent; every replica may run it: a due session is claimed with SKIP
 LOCKED. Due sessions of agents that do not remember have nothing to chunk: the look for due sessions drops
-their marks itself (0096), without a transaction per session. Vectors of another model are looked for at
-start and again every `reembed_check_s` once none are left: a replica still running the old model during a
+their marks itself (indexer.take_due_memory_sessions), without a transaction per session. Vectors of another model are
+looked for at start and again every `reembed_check_s` once none are left: a replica still running the old model during a
 rolling deploy, or a restored backup, writes some later. New chunks always get the configured model.
 
-During such a deploy only the model of the most recently started live replica re-embeds (0077): each look
-first claims the replica's model, and a replica whose model is not the newest leaves the vectors alone
-instead of turning the new model's work back into its own."""
+During such a deploy only the model of the most recently started live replica re-embeds
+(indexer.claim_embedding_model): each look first claims the replica's model, and a replica whose model is not the
+newest leaves the vectors alone instead of turning the new model's work back into its own."""
 
 import asyncio
 import logging

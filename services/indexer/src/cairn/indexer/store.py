@@ -19,9 +19,9 @@ MESSAGE_COLUMNS = (
     "tenant_id", "agent_id", "message_id", "session_key", "session_id", "position", "reset_index", "role",
     "chat_type", "text", "terms", "occurred_at", "ingest_seq", "external_id", "sender_name",
 )  # fmt: skip
-# A batch's rows travel as one array of indexer.message_row records (0144), whose fields are MESSAGE_COLUMNS in
-# order: asyncpg checks each element of an array argument, so one array costs one check per row where column arrays
-# cost 15. Terms travel as text, cast to tsvector in the SELECT.
+# A batch's rows travel as one array of indexer.message_row records (schema/V0001__baseline.sql), whose fields are
+# MESSAGE_COLUMNS in order: asyncpg checks each element of an array argument, so one array costs one check per row
+# where column arrays cost 15. Terms travel as text, cast to tsvector in the SELECT.
 INSERT_MESSAGES = f"""
 INSERT INTO indexer.messages ({", ".join(MESSAGE_COLUMNS)})
 SELECT {", ".join("m.terms::tsvector" if c == "terms" else f"m.{c}" for c in MESSAGE_COLUMNS)}

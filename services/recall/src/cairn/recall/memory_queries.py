@@ -20,7 +20,7 @@ import numpy as np
 from cairn.recall.progress import IndexProgress, wait_until
 from cairn.storage.postgres import MEMORY_PROGRESS_CHANNEL, tenant_transaction
 
-SUPPORTED_DIMS = (384, 512, 768, 1024, 1536)  # each has a partial HNSW index (migration 0023)
+SUPPORTED_DIMS = (384, 512, 768, 1024, 1536)  # each has a partial HNSW index (libs/memindex's schema baseline)
 EXACT_UP_TO = 10_000  # chunks of an agent searched exactly; more go through HNSW
 LEXICAL_CANDIDATES = 300  # most recent matches ranked per tsquery (every term, then any term)
 
@@ -32,9 +32,9 @@ _FILTER = """tenant_id = $1 AND agent_id = $2 AND source = ANY($3::text[])
 # ts_rank_cd plus 1, any other ts_rank_cd (plus 1 if it has every term after all: only when $7 < $8), so a chunk
 # with every term outranks any partial match, and every full match among the most recent $7 partial ones is among
 # the most recent $7 full ones (an older chunk with every term is never crowded out by recent partial matches).
-# Matching runs in a function (migration 0031 says why), so a rare term reads its few matches from the
-# (tenant_id, terms) index and a frequent one walks the agent's chunks back in time: the work is bounded by the
-# cap, not by the agent's size.
+# Matching runs in a function (libs/memindex's schema baseline says why, at memory_chunks), so a rare term reads its
+# few matches from the (tenant_id, terms) index and a frequent one walks the agent's chunks back in time: the work is
+# bounded by the cap, not by the agent's size.
 #
 # Of each function's matches only the best $8 by ts_rank are scored by ts_rank_cd (its Cover() walks every
 # position of the asked words: ~16 us a chunk of 20 LoCoMo turns, against ~1.7 us for ts_rank, which reads
@@ -90,8 +90,8 @@ SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hns
        set_config('hnsw.max_scan_tuples', $2, true), set_config('enable_sort', 'off', true)
 """
 # Chunks dated on one of the days a query names (transcripts by their first turn, notes by their day), read
-# from the (tenant, agent, day) index in a function as the owner (migration 0107), not by reading all the chunks
-# of the agent.
+# from the (tenant, agent, day) index in a function as the owner (indexer.memory_chunks_on_days), not by reading all
+# the chunks of the agent.
 ON_DAYS = """
 SELECT chunk_id, 0.0 AS score FROM indexer.memory_chunks_on_days($1, $2, $3::text[], $4, $5::text[], $6)
 """

@@ -10,8 +10,8 @@ from cairn.recall.progress import IndexProgress, wait_until
 from cairn.storage.postgres import tenant_transaction
 from cairn.text import SearchQuery
 
-# The whole search is one function (migration 0029 holds the ranking and says why), called as one
-# statement: it sets the tenant for its own transaction, so a search is one round trip.
+# The whole search is one function (the indexer's schema/R__search_messages.sql holds the ranking and says why), called
+# as one statement: it sets the tenant for its own transaction, so a search is one round trip.
 # $1 tenant; $2 any-term tsquery; $3 all-terms tsquery; $4 limit; $5 offset; $6 agent (NULL: every agent
 # of the tenant); $7 session keys (NULL: all); $8/$9 ranked lexemes and their weights; $10 candidate cap.
 SEARCH_MESSAGES = """

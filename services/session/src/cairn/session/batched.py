@@ -26,11 +26,11 @@ from cairn.session.store import (
 )
 
 # Creates (and remembers) the sessions of a run of messages, locks and loads them in key order, and finds the stored
-# adapter ids: one round trip (0055).
+# adapter ids: one round trip (session.open_many).
 OPEN_MANY = "SELECT * FROM session.open_many($1, $2, $3, $4, $5, $6, $7, $8, $9)"
 # The entries and the sessions' new state in one statement. The rows are locked by this transaction, so absolute
-# values are what the per-message updates would reach. The entries travel as one array of records (0132): asyncpg
-# checks each element of an array argument, so one array costs one check per entry where column arrays cost 16.
+# values are what the per-message updates would reach. The entries travel as one array of records (session.entry_row):
+# asyncpg checks each element of an array argument, so one array costs one check per entry where column arrays cost 16.
 FLUSH = """
 WITH appended AS (
     INSERT INTO session.entries (tenant_id, session_id, position, kind, message_id, channel, external_id, role, text,
