@@ -22,7 +22,7 @@ from cairn.cli.memory import MemoryClient, export_memory, import_memory
 from cairn.cli.reindex import reindex
 from cairn.memindex import EmbeddingSettings, MemoryIndex, MemoryIndexSettings, create_embedder
 from cairn.platform.migrations import apply_migrations
-from cairn.platform.nats import RECONNECT_WAIT_S, connect, ensure_streams
+from cairn.platform.nats import RECONNECT_WAIT_S, StreamReplicasRefused, connect, ensure_streams
 from cairn.platform.settings import NatsSettings, PostgresSettings
 
 
@@ -67,11 +67,14 @@ async def migrate() -> None:
         where = urlsplit(settings.nats.url).netloc.rpartition("@")[2]  # never print credentials
         sys.exit(f"cairn migrate could not reach NATS at {where} to declare the streams; "
                  f"set CAIRN_NATS_URL ({type(error).__name__})")  # fmt: skip
+    replicas = settings.nats.stream_replicas
     try:
-        streams = await ensure_streams(nc.jetstream())
+        streams = await ensure_streams(nc.jetstream(), replicas)
+    except StreamReplicasRefused as refused:
+        sys.exit(f"cairn migrate: {refused}")
     finally:
         await nc.close()
-    print(f"streams declared: {', '.join(streams)}")
+    print(f"streams declared ({replicas} {'replica' if replicas == 1 else 'replicas'} each): {', '.join(streams)}")
 
 
 def run_memindex_bench(args: argparse.Namespace) -> None:
