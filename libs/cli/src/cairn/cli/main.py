@@ -17,6 +17,8 @@ from cairn.cli.bench_load import LoadSettings, run_load, table
 from cairn.cli.bench_memindex import run_embedding, run_lag, run_search
 from cairn.cli.bench_memory import run_memory
 from cairn.cli.bench_retrieval import MODES, report_retrieval, run_retrieval
+from cairn.cli.dead_letters import add_commands as add_dead_letter_commands
+from cairn.cli.dead_letters import run as run_dead_letters
 from cairn.cli.importer import import_file
 from cairn.cli.memory import MemoryClient, export_memory, import_memory
 from cairn.cli.reindex import reindex
@@ -114,6 +116,7 @@ def _parser() -> argparse.ArgumentParser:
         direction.add_argument("--agent", default="main")
         direction.add_argument("--endpoints", type=Path, default=Path(".cairn/endpoints.env"))
         direction.add_argument("--api-key", help="the tenant's key (default: CAIRN_API_KEY from --endpoints)")
+    add_dead_letter_commands(commands)
     bench = commands.add_parser("bench", help="benchmarks against a running stack (`make up`)")
     kinds = bench.add_subparsers(dest="kind", required=True)
     ingest = kinds.add_parser("ingest", help="end-to-end ingest throughput (accepted → searchable)")
@@ -211,6 +214,8 @@ def _command(args: argparse.Namespace) -> None:
         memory(args)
     elif args.command == "reindex":
         asyncio.run(run_reindex(args.tenant))
+    elif args.command == "dead-letters":
+        sys.exit(asyncio.run(run_dead_letters(args)))
     elif args.command == "import":
         endpoints = read_endpoints(args.endpoints)
         result = import_file(args.file, endpoints["CAIRN_INGEST_URL"], endpoints["CAIRN_RECALL_URL"],
