@@ -54,3 +54,7 @@ def test_list_prints_one_aligned_row_per_dead_letter_with_a_short_reason() -> No
     assert printed[1].endswith("…")
     assert "second line" not in printed[1]
     assert printed[0].index("reason") == printed[1].index("RuntimeError")
+
+
+def test_list_of_no_dead_letters_prints_the_header_alone() -> None:
+    assert table([]).split() == ["seq", "consumer", "tenant", "time", "deliveries", "stream:seq", "subject", "reason"]

@@ -62,7 +62,7 @@ def table(letters: list[DeadLetter]) -> str:
         )
         for letter in letters
     ]  # fmt: skip
-    widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(columns)]
+    widths = [max([len(c), *(len(row[i]) for row in rows)]) for i, c in enumerate(columns)]
     lines = ["  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)).rstrip()
              for row in (columns, *rows)]  # fmt: skip
     return "\n".join(lines)
