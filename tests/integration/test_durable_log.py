@@ -128,6 +128,7 @@ async def test_migrate_raises_the_replicas_of_existing_streams_on_a_cluster(
                                        capture_output=True, text=True, timeout=120)  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert "streams declared (3 replicas each)" in done.stdout
+        assert {f"  {spec.name}: replicas 1 -> 3" for spec in STREAMS} <= set(done.stdout.splitlines())
         for spec in STREAMS:
             info = await js.stream_info(spec.name)
             assert info.config.num_replicas == 3, spec.name

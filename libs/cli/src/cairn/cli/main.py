@@ -76,7 +76,11 @@ async def migrate() -> None:
         sys.exit(f"cairn migrate: {refused}")
     finally:
         await nc.close()
-    print(f"streams declared ({replicas} {'replica' if replicas == 1 else 'replicas'} each): {', '.join(streams)}")
+    names = ", ".join(stream.name for stream in streams)
+    print(f"streams declared ({replicas} {'replica' if replicas == 1 else 'replicas'} each): {names}")
+    for stream in streams:
+        if stream.replicas_before not in (None, replicas):  # a lowered count is said too: it may be a mistake
+            print(f"  {stream.name}: replicas {stream.replicas_before} -> {replicas}")
 
 
 def run_memindex_bench(args: argparse.Namespace) -> None:

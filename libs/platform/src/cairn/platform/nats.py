@@ -1,5 +1,7 @@
 """JetStream plumbing: stream declaration from `cairn.events.STREAMS`, and idempotent publishing."""
 
+from dataclasses import dataclass
+
 import nats
 from nats.aio.client import Client
 from nats.js import JetStreamContext
@@ -35,15 +37,22 @@ def stream_config(spec: StreamSpec, replicas: int = 1) -> StreamConfig:
     )
 
 
-async def ensure_streams(js: JetStreamContext, replicas: int = 1) -> list[str]:
+@dataclass(frozen=True)
+class DeclaredStream:
+    name: str
+    replicas_before: int | None  # None: created now
+
+
+async def ensure_streams(js: JetStreamContext, replicas: int = 1) -> list[DeclaredStream]:
     """Create or update every cairn stream, each kept by `replicas` servers (an existing stream's count is raised or
     lowered to it); idempotent, called by `cairn migrate`."""
-    names = []
+    declared = []
     for spec in STREAMS:
         config = stream_config(spec, replicas)
+        before: int | None = None
         try:
             try:
-                await js.stream_info(spec.name)
+                before = (await js.stream_info(spec.name)).config.num_replicas or 1
                 await js.update_stream(config)
             except NotFoundError:
                 await js.add_stream(config)
@@ -55,8 +64,8 @@ async def ensure_streams(js: JetStreamContext, replicas: int = 1) -> list[str]:
                     f"server)"
                 ) from error
             raise
-        names.append(spec.name)
-    return names
+        declared.append(DeclaredStream(spec.name, before))
+    return declared
 
 
 RECONNECT_WAIT_S = 0.5
