@@ -23,9 +23,11 @@ from cairn.platform.consumer import Delivery
 from cairn.platform.dead_letters import (
     DeadLetter,
     DeadLetterNotFound,
+    NotRetryable,
     count_dead_letters,
     dead_letter,
     dead_letters,
+    discard,
     retry,
     retry_msg_id,
 )
@@ -204,3 +206,19 @@ async def test_a_retry_is_not_swallowed_by_the_duplicate_window_and_applies_noth
 
 async def _once(pool: Pool, table: str, tenant: str, event_id: str) -> bool:
     return await applied(pool, table, tenant) == [event_id]
+
+
+async def test_a_dead_letter_whose_payload_was_not_kept_cannot_be_retried_only_discarded(nats_client: Client) -> None:
+    """What must never be stored (an adapter's message refused for a secret, say) is parked without its payload."""
+    js, tenant = nats_client.jetstream(), str(uuid.uuid4())
+    consumer = f"test-{uuid.uuid4().hex[:12]}"
+    headers = {"Cairn-Error": "refused: holds a secret", "Cairn-Stream": "CAIRN_INBOX", "Cairn-Stream-Seq": "9",
+               "Cairn-Subject": f"cairn.in.{tenant}.message", "Cairn-Deliveries": "1"}  # fmt: skip
+    parked = await js.publish(dead_letter_subject(consumer), b"", headers=headers)
+    (letter,) = await dead_letters(js, tenant=tenant)
+    assert (letter.seq, letter.consumer, letter.tenant, letter.data) == (parked.seq, consumer, tenant, b"")
+    with pytest.raises(NotRetryable, match="payload was not kept"):
+        await retry(js, parked.seq)
+    assert (await dead_letter(js, parked.seq)).reason == "refused: holds a secret", "still there to discard"
+    assert (await discard(js, parked.seq)).seq == parked.seq
+    assert await count_dead_letters(js, tenant=tenant) == {}
