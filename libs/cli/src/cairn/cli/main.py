@@ -20,10 +20,12 @@ from cairn.cli.bench_load import LoadSettings, run_load, table
 from cairn.cli.bench_memindex import run_embedding, run_lag, run_search
 from cairn.cli.bench_memory import run_memory
 from cairn.cli.bench_retrieval import MODES, report_retrieval, run_retrieval
+from cairn.cli.dead_letters import add_commands as add_dead_letter_commands
+from cairn.cli.dead_letters import run as run_dead_letters
 from cairn.cli.importer import import_file
 from cairn.cli.memory import MemoryClient, export_memory, import_memory
 from cairn.cli.reindex import reindex
-from cairn.delivery.nats import RECONNECT_WAIT_S, connect, ensure_streams
+from cairn.delivery.nats import RECONNECT_WAIT_S, StreamReplicasRefused, connect, ensure_streams
 from cairn.delivery.settings import NatsSettings
 from cairn.memindex import EmbeddingSettings, MemoryIndex, MemoryIndexSettings, create_embedder
 from cairn.storage.migrations import SchemaError, apply_migrations
@@ -76,11 +78,18 @@ async def migrate() -> None:
         where = urlsplit(settings.nats.url).netloc.rpartition("@")[2]  # never print credentials
         sys.exit(f"cairn migrate could not reach NATS at {where} to declare the streams; "
                  f"set CAIRN_NATS_URL ({type(error).__name__})")  # fmt: skip
+    replicas = settings.nats.stream_replicas
     try:
-        streams = await ensure_streams(nc.jetstream())
+        streams = await ensure_streams(nc.jetstream(), replicas)
+    except StreamReplicasRefused as refused:
+        sys.exit(f"cairn migrate: {refused}")
     finally:
         await nc.close()
-    print(f"streams declared: {', '.join(streams)}")
+    names = ", ".join(stream.name for stream in streams)
+    print(f"streams declared ({replicas} {'replica' if replicas == 1 else 'replicas'} each): {names}")
+    for stream in streams:
+        if stream.replicas_before not in (None, replicas):  # a lowered count is said too: it may be a mistake
+            print(f"  {stream.name}: replicas {stream.replicas_before} -> {replicas}")
 
 
 def run_memindex_bench(args: argparse.Namespace) -> None:
@@ -120,6 +129,7 @@ def _parser() -> argparse.ArgumentParser:
         direction.add_argument("--agent", default="main")
         direction.add_argument("--endpoints", type=Path, default=Path(".cairn/endpoints.env"))
         direction.add_argument("--api-key", help="the tenant's key (default: CAIRN_API_KEY from --endpoints)")
+    add_dead_letter_commands(commands)
     bench = commands.add_parser("bench", help="benchmarks against a running stack (`make up`)")
     kinds = bench.add_subparsers(dest="kind", required=True)
     ingest = kinds.add_parser("ingest", help="end-to-end ingest throughput (accepted → searchable)")
@@ -223,6 +233,8 @@ def _command(args: argparse.Namespace) -> None:
         memory(args)
     elif args.command == "reindex":
         asyncio.run(run_reindex(args.tenant))
+    elif args.command == "dead-letters":
+        sys.exit(asyncio.run(run_dead_letters(args)))
     elif args.command == "import":
         endpoints = read_endpoints(args.endpoints)
         result = import_file(args.file, endpoints["CAIRN_INGEST_URL"], endpoints["CAIRN_RECALL_URL"],

@@ -185,10 +185,13 @@ class PullConsumer:
 
     async def dead_letter(self, raw: Msg, reason: str, keep_data: bool = True) -> None:
         """Park the message, with why, in the dead-letter stream; it is never redelivered. Without
-        `keep_data` only the reason and where it came from are parked (for what must never be stored)."""
+        `keep_data` only the reason and where it came from are parked (for what must never be stored). Its own
+        headers (trace context) are kept for a retry (`cairn dead-letters retry`), but for JetStream's."""
         delivery = Delivery.of(raw)
         log.error("dead-lettering %s seq %d in %s: %s", delivery.subject, delivery.stream_seq, self.consumer, reason)
+        kept = {k: v for k, v in (raw.headers or {}).items() if keep_data and not k.lower().startswith("nats-")}
         headers = {
+            **kept,
             "Cairn-Error": reason[:2000],
             "Cairn-Stream": self.stream,
             "Cairn-Stream-Seq": str(delivery.stream_seq),

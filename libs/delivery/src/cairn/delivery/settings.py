@@ -14,6 +14,9 @@ class NatsSettings(BaseSettings):
     # when there is a backlog: the round trips are per batch. Without a backlog a fetch returns what is there.
     bulk_fetch_batch: int = Field(default=256, ge=1)
     ack_wait_s: float = Field(default=30.0, gt=0)
+    # How many NATS servers keep each stream (`cairn migrate` declares it, and raises it on existing streams): one
+    # server's loss loses a stream of one replica. JetStream refuses more than one on a server that is not clustered.
+    stream_replicas: int = Field(default=1, ge=1, le=5, description="servers that keep a copy of each stream")
 
 
 class ProcessedSettings(BaseSettings):
