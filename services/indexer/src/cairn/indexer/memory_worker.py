@@ -85,8 +85,8 @@ class MemoryWorker:
         try:
             done = await self.index_session(tenant, session_id)
         except Exception as error:
-            if is_transient(error):
-                raise
+            if is_transient(error) or isinstance(error, RemoteEmbeddingError):
+                raise  # the embedding API or Postgres away: the round ends and the next one retries every session
             failures = self._held_back.get((tenant, session_id), (0, 0.0))[0] + 1
             wait = HELD_BACK.delay(failures - 1)
             self._held_back[(tenant, session_id)] = (failures, asyncio.get_running_loop().time() + wait)
