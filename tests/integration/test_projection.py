@@ -1,10 +1,12 @@
 """The exactly-once projection against real JetStream and Postgres: a redelivered event is applied
 once, its outbox is re-published with the same event id, failing and undecodable messages end up in
-the dead-letter stream with the reason. Each test has its own consumer and tenant; the handler only
-touches its own tenant, since a new durable consumer replays whatever earlier tests left in the stream."""
+the dead-letter stream with the reason, a transient failure is held and retried without spending
+deliveries. Each test has its own consumer and tenant; the handler only touches its own tenant, since a
+new durable consumer replays whatever earlier tests left in the stream."""
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, TypeAlias
@@ -20,7 +22,7 @@ from opentelemetry.propagators.textmap import TextMapPropagator, default_getter,
 
 from cairn.delivery.consumer import BatchHandlers, Delivery, Handler, Projection, Unit
 from cairn.delivery.publisher import EventPublisher, Outgoing
-from cairn.delivery.settings import NatsSettings
+from cairn.delivery.settings import NatsSettings, SupervisionSettings
 from cairn.delivery.trace_context import recording
 from cairn.events import (
     DEAD_LETTER_STREAM,
@@ -285,6 +287,67 @@ async def test_a_handler_that_keeps_failing_is_dead_lettered_after_max_deliver(
     assert headers["Cairn-Stream-Seq"] == str(seq)
     assert headers["Cairn-Subject"] == subject_for(event)
     assert headers["Cairn-Deliveries"] == "2"
+
+
+# A transient failure lasting longer than the whole delivery budget (max_deliver × ack_wait): the pull loop holds the
+# batch in progress and retries it in-process, so JetStream never redelivers it and nothing is dead-lettered.
+HELD = NatsSettings(max_deliver=2, ack_wait_s=1, fetch_batch=16, retry_first_s=0.05, retry_cap_s=0.3)
+FAILING_S = 4 * HELD.ack_wait_s * HELD.max_deliver
+
+
+class UnreachableAtFirst:
+    """Stores its tenant's events; for the first `failing_s` seconds after its first call every attempt fails
+    as a dropped connection does."""
+
+    def __init__(self, table: str, tenant: str, failing_s: float) -> None:
+        self.table, self.tenant, self.failing_s = table, tenant, failing_s
+        self.since: float | None = None
+        self.attempts, self.deliveries = 0, list[int]()
+
+    async def __call__(self, conn: Any, event: RecallPerformed, delivery: Delivery) -> Sequence[Event]:
+        if event.tenant_id != self.tenant:
+            return []
+        self.since = self.since or time.monotonic()
+        self.attempts += 1
+        self.deliveries.append(delivery.num_delivered)
+        if time.monotonic() - self.since < self.failing_s:
+            raise ConnectionResetError(104, "Connection reset by peer")
+        await conn.execute(
+            f"INSERT INTO {self.table} (tenant_id, event_id, stream_seq) VALUES ($1, $2, $3)",
+            uuid.UUID(event.tenant_id), uuid.UUID(event.event_id), delivery.stream_seq,
+        )  # fmt: skip
+        return []
+
+
+async def test_a_transient_failure_longer_than_the_budget_is_held_not_redelivered_nor_dead_lettered(
+    nats_client: Client, app_pool: Pool, table: str
+) -> None:
+    js, tenant, agent = nats_client.jetstream(), str(uuid.uuid4()), f"a{uuid.uuid4().hex[:8]}"
+    handler = UnreachableAtFirst(table, tenant, FAILING_S)
+    events = [RecallPerformed(tenant_id=tenant, agent_id=agent, session_key=f"agent:{agent}:main", outcome="none")
+              for _ in range(2)]  # fmt: skip
+    filter_subject = f"cairn.*.{agent}.recall.performed"
+    supervision = SupervisionSettings(stalled_after_s=0.5)
+    publisher = EventPublisher(js)
+    async with running(js, RECALL_STREAM, {RecallPerformed: handler}, app_pool, HELD,
+                       filter_subject=filter_subject) as projection:  # fmt: skip
+        seqs = [(await publisher.publish(event)).seq for event in events]
+
+        async def reported() -> str | None:
+            return projection.health.problem(supervision)
+
+        problem = await eventually(reported)
+        assert problem is not None
+        assert problem.startswith("retrying for")
+        assert "ConnectionResetError" in problem
+        assert await eventually(lambda: settled(js, projection, seqs[-1]), within=FAILING_S + 15)
+        assert projection.health.problem(supervision) is None, "recovered"
+        letters = await stream_messages(js, DEAD_LETTER_STREAM, dead_letter_subject(projection.consumer))
+    assert letters == []
+    assert handler.attempts > 2 * HELD.max_deliver, "retried for as long as it failed, past the budget"
+    assert set(handler.deliveries) == {1}, "held in progress: JetStream never delivered it again"
+    applied = await rows(app_pool, table, tenant)
+    assert [str(r["event_id"]) for r in applied] == [e.event_id for e in events], "once each, in order"
 
 
 async def test_undecodable_bytes_are_dead_lettered_at_once(nats_client: Client, app_pool: Pool) -> None:

@@ -3,16 +3,21 @@
 A projection applies the events of one stream to its service's tables. For each event it records
 `(consumer, event_id)` and the events the handler emits (the outbox) in the same transaction as the
 rows, publishes the emitted events after commit, and acks only then. A redelivered event finds its
-record and only re-publishes its outbox (JetStream drops the duplicates by message id). Undecodable
-messages, events a handler calls poison, and messages that keep failing go to the dead-letter stream
-with the error.
+record and only re-publishes its outbox (JetStream drops the duplicates by message id).
+
+Failures are told apart by `faults.classify`. A transient one (Postgres restarting, a dropped connection, a
+serialization failure, NATS away) leaves the batch to the pull loop, which holds it and retries it for as
+long as the failure lasts (pull.py): never dead-lettered, no delivery spent. A deterministic one (undecodable,
+a `PoisonEvent`, a value or constraint Postgres refuses) is isolated and dead-lettered at once with the
+reason; any other failure is retried up to `max_deliver` deliveries, then dead-lettered.
 
 A fetched batch is applied set-based in one transaction: one statement, sent with the BEGIN, records every event
 as processed, one stores every outbox row, and the handlers may buffer their own writes in a `Unit` that writes
 them all just before the commit. Handlers that name every row's tenant (`across_tenants`) get the whole batch in one
 transaction when the pool logs in as cairn_projector (`tenants_transaction`); all others get one transaction
-per tenant, each tenant's events in stream order. When a batch fails it is retried per tenant, and a tenant's
-group one event at a time, so that only the failing event is retried and, in the end, dead-lettered.
+per tenant, each tenant's events in stream order. When a batch fails other than transiently it is retried per
+tenant, and a tenant's group one event at a time, so that only the failing event is retried or dead-lettered
+while the other events of its batch, its tenant's included, are applied.
 """
 
 import asyncio
@@ -30,6 +35,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind
 from pydantic import ValidationError
 
+from cairn.delivery.faults import Fault, PoisonEvent, classify, describe, is_transient
 from cairn.delivery.publisher import EventPublisher, Outgoing
 from cairn.delivery.pull import Delivery, PullConsumer, give_back
 from cairn.delivery.settings import NatsSettings
@@ -133,11 +139,6 @@ class _PerEventUnit:
         return None
 
 
-class PoisonEvent(Exception):
-    """Raised by a handler for an event that can never be applied (it breaks a rule its producer should
-    have enforced): the event is dead-lettered at once with this reason instead of being retried."""
-
-
 @dataclass(frozen=True)
 class Part:
     """One projection fed by a consumer that feeds several (`Projection.merged`): its `name` is what it records its
@@ -237,14 +238,17 @@ class Projection(PullConsumer):
 
     async def process_batch(self, messages: Sequence[Msg]) -> None:
         """In stream order per tenant: events of one session must be applied in order, so when an event has
-        to be retried, the rest of the batch goes back with it instead of overtaking it. Tenants are
-        independent, so each tenant's events form one group wherever they sit in the batch."""
+        to be retried, the rest of its tenant's events go back with it instead of overtaking it. Tenants are
+        independent, so each tenant's events form one group wherever they sit in the batch, and one tenant's
+        failing event holds back no other tenant's. A transient failure is raised for the pull loop to hold."""
         work = [item for raw in messages if (item := await self._decode(raw)) is not None]
         if len(work) > 1 and await self._across_tenants():
             try:
                 await self._publisher.publish_outgoing(await self._apply(work))
-            except Exception:  # the batch rolled back: apply it per tenant, and a failing tenant event by event
-                log.warning("%s applies a batch of %d per tenant after a failure", self.consumer, len(work))
+            except Exception as error:  # the batch rolled back: apply it per tenant, a failing tenant event by event
+                if is_transient(error):
+                    raise
+                log.warning("%s applies a batch of %d per tenant after %s", self.consumer, len(work), describe(error))
             else:
                 for item in work:
                     await item.raw.ack()
@@ -252,14 +256,12 @@ class Projection(PullConsumer):
         groups: dict[str, list[_Work]] = {}
         for item in work:
             groups.setdefault(item.event.tenant_id, []).append(item)
-        ordered = list(groups.values())
-        for index, group in enumerate(ordered):
+        delays = []
+        for group in groups.values():
             if not await self._apply_group(group):
-                delay = self._retry_delay(group[0].delivery)
-                await give_back([item.raw for later in ordered[index + 1 :] for item in later], delay)
-                # fetching before the retries are due would hand out newer events first
-                await asyncio.sleep(delay)
-                return
+                delays.append(self._retry_delay(group[0].delivery))
+        if delays:  # fetching before the retries are due would hand out the retried tenants' newer events first
+            await asyncio.sleep(max(delays))
 
     def fetch_size(self) -> int:
         return self._settings.bulk_fetch_batch if self._across else self._settings.fetch_batch
@@ -289,7 +291,9 @@ class Projection(PullConsumer):
             return await self._apply_one(group[0])
         try:
             await self._publisher.publish_outgoing(await self._apply(group))
-        except Exception:  # isolate the failing event: the group rolled back, apply it one event at a time
+        except Exception as error:  # isolate the failing event: the group rolled back, apply it one event at a time
+            if is_transient(error):
+                raise
             for index, item in enumerate(group):
                 if not await self._apply_one(item):
                     await give_back([later.raw for later in group[index + 1 :]], self._retry_delay(item.delivery))
@@ -416,16 +420,17 @@ class Projection(PullConsumer):
         return stored
 
     async def _apply_one(self, item: _Work) -> bool:
+        """True when the event was applied or dead-lettered; False when it goes back for another delivery."""
         try:
             await self._publisher.publish_outgoing(await self._apply([item]))
-        except PoisonEvent as poison:
-            await self.dead_letter(item.raw, f"poison event: {poison}")
-            return True
-        except Exception as error:  # any failure: retry with backoff, then dead-letter with the reason
-            if item.delivery.num_delivered >= self._settings.max_deliver:
-                await self.dead_letter(item.raw, f"{type(error).__name__}: {error}")
+        except Exception as error:
+            fault = classify(error)
+            if fault is Fault.TRANSIENT:
+                raise
+            if fault is Fault.DETERMINISTIC or item.delivery.num_delivered >= self._settings.max_deliver:
+                await self.dead_letter(item.raw, describe(error))
                 return True
-            log.warning("retrying %s in %s: %s", item.event.event_id, self.consumer, error)
+            log.warning("retrying %s in %s: %s", item.event.event_id, self.consumer, describe(error))
             await item.raw.nak(delay=self._retry_delay(item.delivery))
             return False
         await item.raw.ack()

@@ -2,7 +2,8 @@
 
 The replica runs a `PullConsumer` for every partition it holds a lease on (see `leases.py`), stops
 the ones it loses or gives up (unfinished messages go back at once, in order) and keeps going when
-Redis is briefly away — by running nothing, since it can no longer be sure it is the only writer.
+Redis is briefly away — by running nothing, since it can no longer be sure it is the only writer. Each
+partition's consumer runs supervised: one that raises is restarted with backoff, its lease kept.
 """
 
 import asyncio
@@ -13,17 +14,30 @@ from redis.exceptions import RedisError
 
 from cairn.delivery.leases import PartitionLeases
 from cairn.delivery.pull import PullConsumer
+from cairn.delivery.supervision import Health, Restarts, supervise
 
 log = logging.getLogger(__name__)
 
 
 class PartitionedConsumers:
     def __init__(
-        self, leases: PartitionLeases, stream: str, make: Callable[[int], PullConsumer], interval_s: float = 2.0
+        self,
+        leases: PartitionLeases,
+        stream: str,
+        make: Callable[[int], PullConsumer],
+        interval_s: float = 2.0,
+        restarts: Restarts | None = None,
     ) -> None:
         self.consumer, self.stream = leases.group, stream
         self._leases, self._make, self._interval = leases, make, interval_s
+        self._restarts = restarts or Restarts.default()
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._healths: dict[int, Health] = {}
+        self.health = Health(f"{self.consumer}@{stream}")
+
+    def healths(self) -> list[Health]:
+        """Its own (the rebalancing loop's) and those of the partitions it runs now."""
+        return [self.health, *(self._healths[p] for p in sorted(self.running) if p in self._healths)]
 
     def partition_consumers(self) -> list[PullConsumer]:
         """Every partition's consumer, whichever this replica runs now."""
@@ -47,15 +61,19 @@ class PartitionedConsumers:
             held, surplus = await self._leases.tick()
         except (RedisError, OSError) as error:
             log.error("%s cannot reach Redis, pausing its partitions: %s", self.consumer, error)
+            self.health.failing(error)
             await self._stop(set(self._tasks))
             return
+        self.health.progressed()
         await self._stop({p for p in self._tasks if p not in held or p in surplus or self._tasks[p].done()})
         for partition in surplus:
             await self._leases.release(partition)
         for partition in sorted(held - surplus - set(self._tasks)):
             log.info("%s runs partition %d", self.consumer, partition)
+            consumer = self._make(partition)
+            self._healths[partition] = consumer.health
             self._tasks[partition] = asyncio.create_task(
-                self._make(partition).run(), name=f"{self.consumer}-{partition}"
+                supervise(consumer.run, consumer.health, self._restarts), name=f"{self.consumer}-{partition}"
             )
 
     async def _stop(self, partitions: set[int]) -> None:

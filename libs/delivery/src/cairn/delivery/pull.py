@@ -1,18 +1,25 @@
 """Durable JetStream pull consumers: one long fetch at a time, batches handled in stream order, dead
 letters with the reason.
 
+A batch that fails for a transient reason (faults.py: Postgres restarting, a dropped connection, a
+serialization failure, NATS reconnecting) is held: its unsettled messages stay in progress (`+WPI` before
+`ack_wait` runs out, so JetStream neither redelivers them nor counts another delivery) and the batch is
+retried in-process with a capped backoff for as long as the failure lasts; nothing is fetched meanwhile, so
+events keep their order and none is dead-lettered for a dependency's outage. Holding the whole loop costs
+nothing extra: while Postgres or NATS is away no other batch could be applied either.
+
 Not a FastStream subscriber on purpose: its pull subscriber runs the messages of one fetch
 concurrently (breaking per-session order), and its batch mode re-fetches with shrinking timeouts,
 racing pull-request expiry so that messages sit unseen until `ack_wait` (seen as 5-second stalls).
 """
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
-import asyncpg
 import nats.errors
 import nats.js.errors
 from nats.aio.msg import Msg
@@ -20,7 +27,9 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy, Header, StatusCode
 
+from cairn.delivery.faults import Backoff, is_transient
 from cairn.delivery.settings import NatsSettings
+from cairn.delivery.supervision import Health
 from cairn.events import DEAD_LETTER_STREAM, dead_letter_subject
 
 log = logging.getLogger(__name__)
@@ -154,6 +163,11 @@ async def give_back(messages: Sequence[Msg], delay: float | None = None) -> None
         await message.nak(delay=delay)
 
 
+def unsettled(messages: Sequence[Msg]) -> list[Msg]:
+    """The messages not yet acked, nak'd or terminated."""
+    return [m for m in messages if not m.is_acked]
+
+
 class PullConsumer:
     """Subclasses say what a batch means; this class fetches, dead-letters and survives outages.
 
@@ -175,6 +189,8 @@ class PullConsumer:
         """`filter_subject`: the subjects this consumer reads (one, or several), None for the whole stream."""
         self.consumer, self.stream, self.filter_subject = consumer, stream, filter_subject
         self._js, self._settings = js, settings
+        self.health = Health(f"{consumer}@{stream}")
+        self._retries = Backoff(settings.retry_first_s, settings.retry_cap_s)
 
     async def process_batch(self, messages: Sequence[Msg]) -> None:
         raise NotImplementedError
@@ -299,13 +315,55 @@ class PullConsumer:
         try:
             messages = await fetch(subscription, self.fetch_size(), wait_s=2.0)
         except TimeoutError:  # nats-py raises its own subclass or asyncio's, both builtins here
+            self.health.progressed()  # caught up: nothing is owed
             return
+        self.health.busy()
         try:
-            await self.process_batch(messages)
-        except asyncio.CancelledError:  # handing over: what we did not finish comes back at once, in order
-            await give_back([m for m in messages if not m.is_acked])
+            await self._process_until_settled(messages)
+        except BaseException:
+            # handing over (cancelled), or an unexpected error that ends the loop for its supervisor to restart:
+            # what was not finished comes back at once, in order, instead of after ack_wait
+            with contextlib.suppress(nats.errors.Error, OSError):
+                await give_back(unsettled(messages))
             raise
-        except (OSError, asyncpg.PostgresError, nats.errors.Error) as error:
-            # Unacked messages come back after ack_wait; pause so an outage is not a busy loop.
-            log.error("%s could not process a batch, will retry: %s", self.consumer, error)
-            await asyncio.sleep(1.0)
+        finally:
+            self.health.idle()
+
+    async def _process_until_settled(self, messages: Sequence[Msg]) -> None:
+        """Process the batch; while it fails for a transient reason, hold what is unsettled and try again."""
+        pending, attempt = list(messages), 0
+        while True:
+            try:
+                await self.process_batch(pending)
+            except Exception as error:
+                if not is_transient(error):
+                    raise
+                pending = unsettled(pending)
+                if not pending:
+                    return
+                self.health.failing(error)
+                delay = self._retries.delay(attempt)
+                attempt += 1
+                log.warning("%s holds %d messages for %.1fs (attempt %d), a transient failure: %s",
+                            self.consumer, len(pending), delay, attempt, error)  # fmt: skip
+                await self._hold(pending, delay)
+            else:
+                self.health.progressed()
+                return
+
+    async def _hold(self, messages: Sequence[Msg], delay: float) -> None:
+        """Wait `delay` seconds, telling JetStream the messages are still being worked on often enough that
+        `ack_wait` never runs out: they are neither redelivered nor counted as delivered again. When NATS is
+        away too the progress cannot be told; a message that comes back meanwhile is recognised as applied."""
+        loop = asyncio.get_running_loop()
+        until = loop.time() + delay
+        while True:
+            try:
+                for message in messages:
+                    await message.in_progress()
+            except (nats.errors.Error, OSError) as error:
+                log.warning("%s cannot tell JetStream it still holds its batch: %s", self.consumer, error)
+            left = until - loop.time()
+            if left <= 0:
+                return
+            await asyncio.sleep(min(left, self._settings.ack_wait_s / 3))

@@ -22,9 +22,11 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from cairn.delivery.partitioned import PartitionedConsumers
 from cairn.delivery.publisher import EventPublisher
-from cairn.delivery.pull import Consumer
+from cairn.delivery.pull import Consumer, PullConsumer
 from cairn.delivery.retention import keep_sweeping, recording_consumers
+from cairn.delivery.supervision import Health, Restarts, supervise
 from cairn.edge.auth import ApiKeys
 from cairn.edge.errors import ErrorsAsProblems
 from cairn.edge.limits import BodyLimit, ConcurrencyLimit
@@ -92,8 +94,9 @@ async def _readiness(runtime: Runtime) -> dict[str, str]:
     except (OSError, asyncpg.PostgresError) as error:
         checks["postgres"] = f"failing: {error}"
     checks["nats"] = "ok" if await runtime.broker.ping(timeout=2.0) else "failing: not connected"
-    stopped = [t.get_name() for t in runtime.extras.get("consumers", []) if t.done()]
-    checks["consumers"] = f"failing: {', '.join(stopped)} stopped" if stopped else "ok"
+    supervision = runtime.settings.supervision
+    problems = [f"{h.name} {problem}" for h in _healths(runtime) if (problem := h.problem(supervision))]
+    checks["consumers"] = f"failing: {'; '.join(problems)}" if problems else "ok"
     try:
         await runtime.redis.ping()
         checks["redis"] = "ok"
@@ -102,8 +105,40 @@ async def _readiness(runtime: Runtime) -> dict[str, str]:
     return checks
 
 
+def _healths(runtime: Runtime) -> list[Health]:
+    """Every supervised task's health, with the partitions a partitioned consumer runs now."""
+    tasks: list[Health | PartitionedConsumers] = runtime.extras.get("healths", [])
+    return [h for task in tasks for h in (task.healths() if isinstance(task, PartitionedConsumers) else [task])]
+
+
+def _liveness(runtime: Runtime) -> dict[str, str]:
+    """Not live: the NATS client gave up for good, or a task keeps crashing however often it is restarted in
+    the process (supervision.py); a new process is the remaining remedy. A dependency that is down is not a
+    reason: a new process would find it down just the same."""
+    checks: dict[str, str] = {}
+    if runtime.broker.connection.is_closed:
+        checks["nats"] = "failing: the connection is closed for good"
+    supervision = runtime.settings.supervision
+    for health in _healths(runtime):
+        if not health.live(supervision):
+            checks[health.name] = f"failing: crashed {health.crashes_in_row} times in a row: {health.reason}"
+    return checks
+
+
+def _supervised(consumer: Consumer, restarts: Restarts) -> "tuple[asyncio.Task[None], Health | PartitionedConsumers]":
+    """A consumer's loop as a supervised task, and what reports its health (a pull consumer's or partitioned
+    consumers' own, which their loops keep up to date; a plain worker's only by its supervisor)."""
+    if isinstance(consumer, PullConsumer | PartitionedConsumers):
+        health = consumer.health
+    else:
+        health = Health(f"{consumer.consumer}@{consumer.stream}")
+    task = asyncio.create_task(supervise(consumer.run, health, restarts), name=health.name)
+    return task, consumer if isinstance(consumer, PartitionedConsumers) else health
+
+
 def _report_stopped(task: "asyncio.Task[None]") -> None:
-    """A consumer loop only ends by cancellation; anything else is logged (and /readyz turns 503)."""
+    """A supervised loop only ends by cancellation or by finishing its work; an error escaping its supervisor
+    would be a bug there, logged."""
     if not task.cancelled() and task.exception() is not None:
         log.error("consumer %s stopped", task.get_name(), exc_info=task.exception())
 
@@ -112,8 +147,12 @@ def health_router() -> APIRouter:
     router = APIRouter(tags=["health"])
 
     @router.get("/healthz")
-    async def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+    async def healthz(request: Request) -> JSONResponse:
+        runtime: Runtime | None = getattr(request.app.state, "runtime", None)
+        checks = {} if runtime is None else _liveness(runtime)
+        if checks:
+            return JSONResponse({"status": "failing", **checks}, status_code=503)
+        return JSONResponse({"status": "ok"})
 
     @router.get("/readyz")
     async def readyz(request: Request) -> JSONResponse:
@@ -206,13 +245,18 @@ def create_service_app(
         runtime.extras["api_keys"] = ApiKeys(pool)
         await broker.start()
         wired = wire(runtime) if wire else ()
-        consumers = [asyncio.create_task(p.run(), name=f"{p.consumer}@{p.stream}") for p in wired]
+        restarts = Restarts.of(settings.supervision)
+        supervised = [_supervised(p, restarts) for p in wired]
         if recording := recording_consumers(wired):
-            sweep = keep_sweeping(pool, recording, settings.processed)
-            consumers.append(asyncio.create_task(sweep, name="processed-records-sweep"))
+            sweep = Health("processed-records-sweep")
+            task = asyncio.create_task(supervise(lambda: keep_sweeping(pool, recording, settings.processed), sweep,
+                                                 restarts), name=sweep.name)  # fmt: skip
+            supervised.append((task, sweep))
+        consumers = [task for task, _ in supervised]
         for task in consumers:
             task.add_done_callback(_report_stopped)
         runtime.extras["consumers"] = consumers
+        runtime.extras["healths"] = [health for _, health in supervised]
         app.state.runtime = runtime
         settle_heap()
         log.info("cairn-%s ready on %s:%d", name, settings.http.host, settings.http.port)

@@ -6,7 +6,7 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from cairn.delivery.settings import NatsSettings, ProcessedSettings
+from cairn.delivery.settings import NatsSettings, ProcessedSettings, SupervisionSettings
 from cairn.edge.settings import HttpSettings
 from cairn.storage.settings import PostgresSettings
 
@@ -37,3 +37,4 @@ class ServiceSettings(BaseSettings):
     http: HttpSettings = Field(default_factory=HttpSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     processed: ProcessedSettings = Field(default_factory=ProcessedSettings)
+    supervision: SupervisionSettings = Field(default_factory=SupervisionSettings)

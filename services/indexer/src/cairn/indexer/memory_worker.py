@@ -9,7 +9,11 @@ rolling deploy, or a restored backup, writes some later. New chunks always get t
 
 During such a deploy only the model of the most recently started live replica re-embeds
 (indexer.claim_embedding_model): each look first claims the replica's model, and a replica whose model is not the
-newest leaves the vectors alone instead of turning the new model's work back into its own."""
+newest leaves the vectors alone instead of turning the new model's work back into its own.
+
+A session whose chunking fails other than transiently (a row it cannot handle) is held back, with a growing
+wait, and logged with its traceback; the other due sessions go on. A transient failure (Postgres away) ends
+the round, and the next one retries; whatever else escapes is its supervisor's to restart."""
 
 import asyncio
 import logging
@@ -17,6 +21,7 @@ import uuid
 
 import asyncpg
 
+from cairn.delivery.faults import Backoff, describe, is_transient
 from cairn.memindex import MemoryIndex, store
 from cairn.memindex.embeddings import RemoteEmbeddingError
 from cairn.storage.postgres import tenant_transaction
@@ -30,6 +35,7 @@ CLAIM_MODEL = "SELECT indexer.claim_embedding_model($1, $2, make_interval(secs =
 # A claim not renewed within this many looks is a replica gone: the next newest model takes over.
 LIVE_LOOKS = 4
 REEMBED_BATCH = 64
+HELD_BACK = Backoff(first_s=10.0, cap_s=3600.0)  # how long a session that failed waits before its next try
 
 
 class MemoryWorker:
@@ -40,6 +46,7 @@ class MemoryWorker:
         self._pool, self._index = pool, index
         self._started = False  # whether this replica's model claim has been made since it started
         self._follows: str | None = None  # the newer model this replica leaves re-embedding to
+        self._held_back: dict[tuple[str, uuid.UUID], tuple[int, float]] = {}  # session → (failures, until)
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -52,7 +59,12 @@ class MemoryWorker:
                     if not done:
                         look_for_stale_at = loop.time() + self._index.settings.reembed_check_s
                     busy += done
-            except (OSError, asyncpg.PostgresError, RemoteEmbeddingError) as error:  # the next round retries
+            except (asyncpg.PostgresError, RemoteEmbeddingError) as error:  # the next round retries
+                log.error("memory index work failed, will retry: %s", error)
+                busy = 0
+            except Exception as error:
+                if not is_transient(error):
+                    raise
                 log.error("memory index work failed, will retry: %s", error)
                 busy = 0
             if not busy:
@@ -63,9 +75,30 @@ class MemoryWorker:
             due = await conn.fetch(DUE_SESSIONS, limit)
         done = sum(1 for row in due if row["finished"])
         for row in due:
-            if not row["finished"]:
-                done += await self.index_session(row["tenant_id"], row["session_id"])
+            if not row["finished"] and self._due_again(row["tenant_id"], row["session_id"]):
+                done += await self._index_isolated(row["tenant_id"], row["session_id"])
         return done
+
+    async def _index_isolated(self, tenant: str, session_id: uuid.UUID) -> int:
+        """`index_session`, except that a session failing other than transiently is held back instead of
+        stopping the worker for every other session (it stays due: a fix or a restart picks it up again)."""
+        try:
+            done = await self.index_session(tenant, session_id)
+        except Exception as error:
+            if is_transient(error) or isinstance(error, RemoteEmbeddingError):
+                raise  # the embedding API or Postgres away: the round ends and the next one retries every session
+            failures = self._held_back.get((tenant, session_id), (0, 0.0))[0] + 1
+            wait = HELD_BACK.delay(failures - 1)
+            self._held_back[(tenant, session_id)] = (failures, asyncio.get_running_loop().time() + wait)
+            log.error("memory index: session %s of %s failed (%d in a row), held back %.0fs: %s", session_id, tenant,
+                      failures, wait, describe(error), exc_info=error)  # fmt: skip
+            return 0
+        self._held_back.pop((tenant, session_id), None)
+        return done
+
+    def _due_again(self, tenant: str, session_id: uuid.UUID) -> bool:
+        held = self._held_back.get((tenant, session_id))
+        return held is None or asyncio.get_running_loop().time() >= held[1]
 
     async def index_session(self, tenant: str, session_id: uuid.UUID) -> int:
         """Chunk one slice of a due session if no other replica holds it; 1 when done, 0 when skipped. A long

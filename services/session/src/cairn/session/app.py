@@ -8,6 +8,7 @@ from cairn.delivery.consumer import Projection
 from cairn.delivery.leases import PartitionLeases
 from cairn.delivery.partitioned import PartitionedConsumers
 from cairn.delivery.pull import Consumer
+from cairn.delivery.supervision import Restarts
 from cairn.events import INGEST_STREAM
 from cairn.events.streams import INGEST_PARTITIONS, partition_filter
 from cairn.platform.runtime import Runtime, create_service_app, serve
@@ -30,7 +31,8 @@ def create_app(settings: SessionSettings) -> FastAPI:
             runtime.pool, timedelta(days=settings.dormant_after_days), timedelta(days=settings.archive_after_days),
             settings.lifecycle_sweep_s,
         )  # fmt: skip
-        return [PartitionedConsumers(leases, INGEST_STREAM, partition), sweeper]
+        restarts = Restarts.of(settings.supervision)
+        return [PartitionedConsumers(leases, INGEST_STREAM, partition, restarts=restarts), sweeper]
 
     return create_service_app(
         "session",
