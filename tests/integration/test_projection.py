@@ -765,3 +765,30 @@ async def test_without_a_span_recorder_a_batch_reads_each_distinct_trace_context
     # once per context and batch, not once per event: the 9 events (3 contexts) come in at most two fetches of
     # FAST's 16 (the new consumer replays earlier tests' events first), so 3 to 6 reads instead of 9
     assert 3 <= counting.extracted <= 6
+
+
+async def test_a_batch_larger_than_its_byte_bound_is_applied_in_slices_in_stream_order(
+    nats_client: Client, projector_pool: Pool, app_pool: Pool, table: str
+) -> None:
+    """A fetched batch of more bytes than `batch_bytes` becomes several transactions, one after another in
+    stream order, each of whole events, instead of one transaction holding all of it."""
+    js, a, b, agent = nats_client.jetstream(), str(uuid.uuid4()), str(uuid.uuid4()), f"a{uuid.uuid4().hex[:8]}"
+    events = [recall_of(tenant, agent) for tenant in (a, b) * 6]
+    publisher = EventPublisher(js)
+    seqs = [(await publisher.publish(event)).seq for event in events]
+    size = len(encode_event(events[0]))
+    bounded = NatsSettings(max_deliver=2, ack_wait_s=1, fetch_batch=64, batch_bytes=max(1024, 3 * size))
+    recorder = BatchRecorder(table, {a, b}, across_tenants=True)
+    filter_subject = f"cairn.*.{agent}.recall.performed"
+    async with running(
+        js, RECALL_STREAM, recorder, projector_pool, bounded, filter_subject=filter_subject
+    ) as projection:
+        assert await eventually(lambda: settled(js, projection, seqs[-1]))
+    rows = sorted(await applied(app_pool, table, a) + await applied(app_pool, table, b),
+                  key=lambda row: [e.event_id for e in events].index(row[0]))  # fmt: skip
+    assert [e for e, _ in rows] == [e.event_id for e in events], "every event applied once"
+    transactions = [t for _, t in rows]
+    assert transactions == sorted(transactions), "slices commit one after another, in stream order"
+    per_slice = max(1, bounded.batch_bytes // size)
+    assert len(set(transactions)) >= len(events) // per_slice, "no transaction holds more than its bound"
+    assert all(transactions.count(t) <= per_slice for t in set(transactions))

@@ -27,7 +27,7 @@ import re
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import asyncpg
 from nats.aio.msg import Msg
@@ -48,6 +48,24 @@ __all__ = [
 ]  # fmt: skip
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def by_size(items: Sequence[T], size: Callable[[T], int], limit: int) -> Iterator[list[T]]:
+    """Consecutive runs of `items` of at most `limit` in total `size` each; an item larger than `limit` is a
+    run of its own."""
+    run: list[T] = []
+    total = 0
+    for item in items:
+        if run and total + size(item) > limit:
+            yield run
+            run, total = [], 0
+        run.append(item)
+        total += size(item)
+    if run:
+        yield run
+
+
 _tracer = trace.get_tracer("cairn.consumer")
 
 Connection = Any  # an asyncpg connection inside a tenant transaction
@@ -148,6 +166,10 @@ class Part:
     handlers: BatchHandlers
 
 
+def _payload_bytes(item: "_Work") -> int:
+    return len(item.raw.data)
+
+
 class _Work(NamedTuple):  # one per message: a named tuple costs half a frozen dataclass
     raw: Msg
     delivery: Delivery
@@ -240,28 +262,57 @@ class Projection(PullConsumer):
         """In stream order per tenant: events of one session must be applied in order, so when an event has
         to be retried, the rest of its tenant's events go back with it instead of overtaking it. Tenants are
         independent, so each tenant's events form one group wherever they sit in the batch, and one tenant's
-        failing event holds back no other tenant's. A transient failure is raised for the pull loop to hold."""
+        failing event holds back no other tenant's. A transient failure is raised for the pull loop to hold.
+
+        A fetched batch is applied in slices of at most `batch_bytes` of events, each its own transaction,
+        acked at its commit: a batch of large messages never becomes one transaction whose statements
+        approach the statement timeout, and what is applied becomes searchable slice by slice."""
         work = [item for raw in messages if (item := await self._decode(raw)) is not None]
+        held: dict[str, float] = {}  # tenant → when its event that went back is retried
+        touched = asyncio.get_running_loop().time()
+        for index, part in enumerate(by_size(work, _payload_bytes, self._settings.batch_bytes)):
+            if index:
+                touched = await self._still_working(work, touched)
+            for item in part:  # a held tenant's later events go back behind the one being retried
+                if item.event.tenant_id in held:
+                    await item.raw.nak(delay=held[item.event.tenant_id])
+            held |= await self._apply_slice([item for item in part if item.event.tenant_id not in held])
+        if held:  # fetching before the retries are due would hand out the retried tenants' newer events first
+            await asyncio.sleep(max(held.values()))
+
+    async def _apply_slice(self, work: list[_Work]) -> dict[str, float]:
+        """Apply a slice in one transaction, or per tenant after a failure; returns the tenants whose event went
+        back for a retry, with its delay."""
         if len(work) > 1 and await self._across_tenants():
             try:
                 await self._publisher.publish_outgoing(await self._apply(work))
-            except Exception as error:  # the batch rolled back: apply it per tenant, a failing tenant event by event
+            except Exception as error:  # the slice rolled back: apply it per tenant, a failing tenant event by event
                 if is_transient(error):
                     raise
                 log.warning("%s applies a batch of %d per tenant after %s", self.consumer, len(work), describe(error))
             else:
                 for item in work:
                     await item.raw.ack()
-                return
+                return {}
         groups: dict[str, list[_Work]] = {}
         for item in work:
             groups.setdefault(item.event.tenant_id, []).append(item)
-        delays = []
-        for group in groups.values():
-            if not await self._apply_group(group):
-                delays.append(self._retry_delay(group[0].delivery))
-        if delays:  # fetching before the retries are due would hand out the retried tenants' newer events first
-            await asyncio.sleep(max(delays))
+        return {
+            tenant: self._retry_delay(group[0].delivery)
+            for tenant, group in groups.items()
+            if not await self._apply_group(group)
+        }
+
+    async def _still_working(self, work: Sequence[_Work], touched: float) -> float:
+        """Tell JetStream the batch's unsettled events are still being worked on once a third of `ack_wait` has
+        passed since it last heard, so that slices applied one after another never outlast it."""
+        now = asyncio.get_running_loop().time()
+        if now - touched < self._settings.ack_wait_s / 3:
+            return touched
+        for item in work:
+            if not item.raw.is_acked:
+                await item.raw.in_progress()
+        return now
 
     def fetch_size(self) -> int:
         return self._settings.bulk_fetch_batch if self._across else self._settings.fetch_batch

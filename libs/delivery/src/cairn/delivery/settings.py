@@ -13,6 +13,9 @@ class NatsSettings(BaseSettings):
     # Projections that apply a fetched batch in one transaction (whatever its tenants) take more at a time
     # when there is a backlog: the round trips are per batch. Without a backlog a fetch returns what is there.
     bulk_fetch_batch: int = Field(default=256, ge=1)
+    # A fetched batch is applied in slices of at most this many bytes of events, each its own transaction: 256 events
+    # of 10 KB in one transaction took minutes on a loaded machine, past the statement timeout (issue 28).
+    batch_bytes: int = Field(default=512 * 1024, ge=1024, description="bytes of events applied in one transaction")
     ack_wait_s: float = Field(default=30.0, gt=0)
     # How many NATS servers keep each stream (`cairn migrate` declares it, and raises it on existing streams): one
     # server's loss loses a stream of one replica. JetStream refuses more than one on a server that is not clustered.
