@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from cairn.events import INGEST_STREAM, InboundMessage, MessageReceived
+from cairn.events.fields import Name
 from cairn.events.routing import RoutingError, is_incognito
 from cairn.ingest import incognito
 from cairn.ingest.domain import dedup_ids, new_api_key, received, refusal, text_too_large
@@ -51,7 +52,7 @@ class Accepted(BaseModel):
 
 
 class NewTenant(BaseModel):
-    name: str = Field(min_length=1, max_length=200)
+    name: Name = Field(min_length=1, max_length=200)
 
 
 class CreatedTenant(BaseModel):
