@@ -31,6 +31,7 @@ PeerAddress = Annotated[Name, Field(pattern=r"^[A-Za-z0-9_-]{1,64}:\S{1,256}$")]
 MAX_CONTEXT_WINDOW = 100_000_000  # tokens: fifty times the largest model window of 2026
 MAX_TRANSCRIPT_BYTES = 1 << 30
 MAX_IDLE_MINUTES = 366 * 24 * 60  # a year
+MIN_RETENTION_DAYS = 1e-6  # 86.4 ms: stored as a microsecond interval, a smaller one would be zero
 MAX_RETENTION_DAYS = 36_600.0  # a century
 MAX_PEOPLE = 1_000
 MAX_PEERS_PER_PERSON = 32
@@ -78,13 +79,13 @@ class Retention(BaseModel):
 
     dormant_after_days: float | None = Field(
         default=None,
-        gt=0,
+        ge=MIN_RETENTION_DAYS,
         le=MAX_RETENTION_DAYS,
         description="quiet days before dormant; null = the deployment's default",
     )
     archive_after_days: float | None = Field(
         default=None,
-        gt=0,
+        ge=MIN_RETENTION_DAYS,
         le=MAX_RETENTION_DAYS,
         description="quiet days before archived; null = the deployment's default",
     )

@@ -4,7 +4,7 @@ at the door can be stored and indexed by every consumer (issue 28).
 - `Name`: ids, keys and names (a peer, a message id, a session key, a sender): one line, no control
   characters (C0, DEL, C1) and no lone surrogates.
 - `FreeText`: what people write (messages, documents, queries): tab, line feed and carriage return are kept;
-  NUL (which PostgreSQL text cannot hold), the other C0 controls, DEL and lone surrogates (which UTF-8
+  NUL (which PostgreSQL text cannot hold), the other C0 controls, DEL, C1 and lone surrogates (which UTF-8
   cannot encode) are refused.
 - `EventTime`: an RFC 3339 string with an offset (never an integer epoch), within years 1900–9999 once
   converted to UTC, short of the last microsecond of 9999 (asyncpg writes that instant, like 0001-01-01
@@ -30,7 +30,7 @@ INFINITY_INSTANT = datetime.max.replace(tzinfo=UTC)
 TIME_RANGE = f"years {MIN_YEAR} to {MAX_YEAR} in UTC (at most 9999-12-31T23:59:59.999998Z)"
 
 _NOT_IN_NAME = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
-_NOT_IN_TEXT = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+_NOT_IN_TEXT = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
 # RFC 3339 `date-time` (section 5.6; `T` may be lower case or, per its note, a space); fractions of any length.
 _RFC3339 = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})"
