@@ -152,9 +152,14 @@ REQUESTS: list[tuple[str, str, str, dict[str, Any], str]] = [
     ("recall", "POST", "/v1/sessions/search",
      {"content": raw_json({"query": "hello", "caller_session_key": "agent:main:\x00"})}, "caller_session_key"),
     ("recall", "POST", "/v1/memory/search",
-     {"content": raw_json({"query": "hello", "caller_session_key": "agent:\ud800", "corpus": "all"})},
+     {"content": raw_json({"query": "hello", "caller_session_key": "agent:\x00", "corpus": "all"})},
      "caller_session_key"),
     ("recall", "POST", "/v1/sessions/search", {"content": raw_json({"query": "hello \ud800"})}, "query"),
+    ("recall", "POST", "/v1/sessions/search", {"content": raw_json({"query": "hello \x00"})}, "query"),
+    ("recall", "POST", "/v1/memory/search", {"content": raw_json({"query": "hello \x00", "corpus": "all"})}, "query"),
+    ("recall", "GET", "/v1/sessions", {"params": {"updated_since": "0001-01-01T00:00:00+01:00"}}, "updated_since"),
+    ("ingest", "POST", "/v1/sessions", {"content": raw_json({"parent_session_key": "agent:\ud800"})},
+     "parent_session_key"),
     ("ingest", "PUT", "/v1/memory/files/MEMORY.md", {"content": raw_json({"text": "# a\ud800"})}, "text"),
 ]  # fmt: skip
 
