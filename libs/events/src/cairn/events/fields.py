@@ -31,6 +31,7 @@ TIME_RANGE = f"years {MIN_YEAR} to {MAX_YEAR} in UTC (at most 9999-12-31T23:59:5
 
 _NOT_IN_NAME = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 _NOT_IN_TEXT = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+_BEYOND_MICROSECONDS = re.compile(r"(\.[0-9]{6})[0-9]+")
 # RFC 3339 `date-time` (section 5.6; `T` may be lower case or, per its note, a space); fractions of any length.
 _RFC3339 = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})"
@@ -70,28 +71,18 @@ def time_problem(value: datetime) -> str | None:
 
 
 def _checked_name(value: str) -> str:
-    problem = name_problem(value)
+    # `isprintable` (C, no control, format or separator character but the space) settles nearly every value
+    problem = None if value.isprintable() else name_problem(value)
     if problem is not None:
         raise PydanticCustomError("name_characters", problem)
     return value
 
 
 def _checked_text(value: str) -> str:
-    problem = text_problem(value)
+    problem = None if value.isprintable() else text_problem(value)
     if problem is not None:
         raise PydanticCustomError("text_characters", problem)
     return value
-
-
-def _rfc3339(value: Any) -> Any:
-    """Strings must be RFC 3339; numbers (epochs) are refused; datetimes built in code pass on."""
-    if isinstance(value, datetime):
-        return value
-    if isinstance(value, str) and _RFC3339.fullmatch(value):
-        return value
-    raise PydanticCustomError(
-        "rfc3339_time", "must be an RFC 3339 time with a UTC offset, such as 2026-11-29T09:30:00+08:00"
-    )
 
 
 def _whole(value: Any) -> Any:
@@ -101,14 +92,35 @@ def _whole(value: Any) -> Any:
     return value
 
 
-def _checked_time(value: datetime) -> datetime:
-    problem = time_problem(value)
+def _event_time(value: Any) -> Any:
+    """Strings must be RFC 3339 (numbers, epochs included, are refused; datetimes built in code are checked as
+    they are), and the instant within the range. Events carry two times and are decoded in bulk: a year from
+    1901 to 9998 is within the range whatever its offset, so only the first and last years are parsed here."""
+    if isinstance(value, datetime):
+        problem = time_problem(value)
+    elif isinstance(value, str) and _RFC3339.fullmatch(value):
+        if MIN_YEAR < int(value[:4]) < MAX_YEAR:
+            return value
+        parsed = _parsed(value)
+        problem = None if parsed is None else time_problem(parsed)  # None: pydantic names what is wrong
+    else:
+        raise PydanticCustomError(
+            "rfc3339_time", "must be an RFC 3339 time with a UTC offset, such as 2026-11-29T09:30:00+08:00"
+        )
     if problem is not None:
         raise PydanticCustomError("time_range", problem)
     return value
 
 
+def _parsed(value: str) -> datetime | None:
+    """An RFC 3339 string as `datetime.fromisoformat` reads it (microseconds at most); None if not a date."""
+    try:
+        return datetime.fromisoformat(_BEYOND_MICROSECONDS.sub(r"\1", value.upper()))
+    except ValueError:
+        return None
+
+
 Name = Annotated[str, AfterValidator(_checked_name)]
 FreeText = Annotated[str, AfterValidator(_checked_text)]
-EventTime = Annotated[datetime, BeforeValidator(_rfc3339), AfterValidator(_checked_time)]
+EventTime = Annotated[datetime, BeforeValidator(_event_time)]
 Integer = Annotated[int, BeforeValidator(_whole)]
