@@ -16,7 +16,16 @@ import httpx
 import nats
 import pytest
 
-from cairn.events import DEAD_LETTER_STREAM, INGEST_STREAM, MemoryWriteRequested, MessageReceived, subject_for
+from cairn.events import (
+    DEAD_LETTER_STREAM,
+    INGEST_STREAM,
+    AgentConfig,
+    AgentConfigured,
+    MemoryWriteRequested,
+    MessageReceived,
+    inbound_subject,
+    subject_for,
+)
 from cairn.events.agents import MAX_CONTEXT_WINDOW
 from cairn.events.models import InboundMessage
 from cairn.local import LocalStack
@@ -268,6 +277,13 @@ def test_events_that_bypassed_the_door_are_dead_lettered_with_the_reason_and_sto
         assert "undecodable event" in reasons[0]
         assert "U+0000" in reasons[0]
     # the session service and consolidation go on: this tenant's next message and write are applied
+    configured = AgentConfigured(tenant_id=tenant.tenant_id, version=1, config=AgentConfig())
+    huge = configured.model_dump(mode="json")
+    huge["config"]["context_window"] = 10**12
+    asyncio.run(_publish_raw(services, subject_for(configured), json.dumps(huge).encode()))
+    reasons = eventually(lambda: _dead_letters(services, configured.event_id, "session"))
+    assert len(reasons) == 1
+    assert "less than or equal to 100000000" in reasons[0]
     said = tenant.say(f"after {marker}")
     hits = tenant.search(marker, consistent_with=said["position"])["results"]
     assert isinstance(hits, list)
@@ -306,3 +322,24 @@ def test_a_turn_stored_as_minus_infinity_stops_neither_the_memory_worker_nor_rea
     assert found["indexing"] is False
     assert any("seagulls" in hit["snippet"] for hit in found["results"])
     assert httpx.get(f"{services.url('indexer')}/readyz", timeout=10).status_code == 200
+
+
+async def _publish_inbound(stack: LocalStack, tenant_id: str, data: bytes) -> None:
+    nc = await nats.connect(stack.nats_url)
+    try:
+        await nc.jetstream().publish(inbound_subject(tenant_id), data)
+    finally:
+        await nc.close()
+
+
+def test_an_adapter_publishing_on_nats_gets_the_same_refusal_as_a_dead_letter_of_ingest(
+    services: LocalStack, tenant: Tenant
+) -> None:
+    marker = uuid.uuid4().hex
+    body = {"text": f"inbound {marker}", "peer_id": "U\x001", "occurred_at": "0001-01-01T00:00:00Z"}
+    asyncio.run(_publish_inbound(services, tenant.tenant_id, raw_json(body)))
+    reasons = eventually(lambda: _dead_letters(services, marker, "ingest"))
+    assert len(reasons) == 1
+    assert "U+0000" in reasons[0]
+    assert "1900" in reasons[0]
+    assert _dead_letters(services, marker, "session") == []  # refused at the door, never published
