@@ -343,3 +343,34 @@ def test_an_adapter_publishing_on_nats_gets_the_same_refusal_as_a_dead_letter_of
     assert "U+0000" in reasons[0]
     assert "1900" in reasons[0]
     assert _dead_letters(services, marker, "session") == []  # refused at the door, never published
+
+
+def test_the_largest_accepted_texts_are_indexed_word_for_word_and_never_dead_lettered(
+    services: LocalStack, tenant: Tenant
+) -> None:
+    """At the byte limit (64 KiB in UTF-8): 21,845 CJK characters whose every bigram is distinct (the most
+    lexemes a text can make), 6,553 distinct Latin words, 16,384 four-byte emoji; names at their 256."""
+    cjk = "".join(chr(0x4E00 + i) for i in range(21_845))
+    latin = " ".join(f"w{i:07d}x" for i in range(6_553))
+    emoji = "🦀" * 16_384
+    assert [len(t.encode()) for t in (cjk, latin, emoji)] == [65_535, 65_529, 65_536]
+    name = "名" * 256
+    said = [tenant.say(text, sender_name=name, message_id=f"big-{i}") for i, text in enumerate((cjk, latin, emoji))]
+    last = str(max(int(s["position"]) for s in said))
+    middle = cjk[10_000:10_002]
+    for query in (middle, "w0003000x"):
+        hits = tenant.search(query, consistent_with=last)["results"]
+        assert isinstance(hits, list)
+        assert len(hits) == 1, query
+
+    def memory() -> dict[str, Any]:
+        body = {"query": "w0003000x", "corpus": "sessions", "consistent_with": last}
+        found: dict[str, Any] = tenant.recall.post("/v1/memory/search", json=body).json()
+        return found
+
+    # 192 KiB of transcript takes the memory index longer than one search's wait (about 10 s here)
+    assert eventually(lambda: not memory()["indexing"], timeout=60)  # it chunked all three
+    assert memory()["results"]
+    history = tenant.recall.get("/v1/sessions/agent:main:main/history", params={"consistent_with": last}).json()
+    assert len(history["messages"]) == 3
+    assert _dead_letters(services, tenant.tenant_id) == []
