@@ -175,7 +175,7 @@ def test_bad_paths_texts_and_headers_are_refused_before_anything_is_published(
         ("notes/todo.md", "x", None, 422, "path", "path must be one of MEMORY.md, memory/bank/*.md"),
         ("memory/bank/todo.txt", "x", None, 422, "path", "Markdown only: the file name must end in .md"),
         ("memory/daily/2026-02-30.md", "x", None, 422, "path", "a daily note is named memory/daily/YYYY-MM-DD.md"),
-        ("MEMORY.md", "bell \x07", None, 422, "text", "text must not contain control characters (U+0007"),
+        ("MEMORY.md", "bell \x07", None, 422, "text", "must not contain a control character (U+0007) at character 6"),
         ("MEMORY.md", "x" * (MAX_DOCUMENT_BYTES + 1), None, 413, "text", f"the limit is {MAX_DOCUMENT_BYTES} bytes"),
         ("MEMORY.md", "x", "latest", 422, "If-Match", "If-Match must be a version this API gave as ETag"),
     ]

@@ -89,8 +89,18 @@ def test_text_size_is_counted_in_utf8_bytes() -> None:
 
 def test_markdown_may_hold_tabs_and_line_breaks_but_no_other_control_characters() -> None:
     assert text_character_problem("# Title\r\n\n- a\tb\n") is None
-    assert text_character_problem("ok\x1b[31m") == "text must not contain control characters (U+001B at character 3)"
-    assert text_character_problem("\x00") == "text must not contain control characters (U+0000 at character 1)"
+    allowed = "only tab, line feed and carriage return are allowed"
+    assert (
+        text_character_problem("ok\x1b[31m")
+        == f"text must not contain a control character (U+001B) at character 3; {allowed}"
+    )
+    assert (
+        text_character_problem("\x00")
+        == f"text must not contain a control character (U+0000) at character 1; {allowed}"
+    )
+    assert text_character_problem("a\ud800") == (
+        "text must not contain a lone surrogate (U+D800) at character 2; send text as valid UTF-8"
+    )
 
 
 @pytest.mark.parametrize(

@@ -241,6 +241,8 @@ def _b64(raw: str) -> str:
         _b64('["yesterday", "agent:main:main"]'),
         _b64('["2026-11-29T09:30:00", "agent:main:main"]'),
         _b64('["2026-11-29T09:30:00+00:00", 7]'),
+        _b64('["0001-01-01T00:00:00+01:00", "agent:main:main"]'),  # before year 1 in UTC: a 500 once
+        _b64('["2026-11-29T09:30:00+00:00", "agent:main:\\u0000"]'),  # NUL: Postgres text cannot hold it
         base64.urlsafe_b64encode(b"\xff\xfe").decode(),
     ],
 )

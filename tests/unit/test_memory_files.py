@@ -80,7 +80,10 @@ def test_writes_are_refused_with_field_status_and_limit() -> None:
     assert write_refusal("MEMORY.md", "# ok\n") is None
     assert write_refusal("memory/../x.md", "") == Refusal(422, "path", "path must not contain '.' or '..' segments")
     assert write_refusal("MEMORY.md", "\x00") == Refusal(
-        422, "text", "text must not contain control characters (U+0000 at character 1)"
+        422,
+        "text",
+        "text must not contain a control character (U+0000) at character 1; only tab, line feed and carriage "
+        "return are allowed",
     )
     assert write_refusal("MEMORY.md", "x" * (MAX_DOCUMENT_BYTES + 1)) == Refusal(
         413, "text", f"text is {MAX_DOCUMENT_BYTES + 1} bytes in UTF-8; the limit is {MAX_DOCUMENT_BYTES} bytes"

@@ -9,6 +9,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from cairn.events.fields import Integer, Name
+
 DmScope = Literal["main", "per-peer", "per-channel-peer", "per-account-channel-peer"]
 # How group and channel chats map to sessions: one per chat (`group`), one per chat and bot account
 # (`per-account`, for several bots in one group), or one per chat and member (`per-member`).
@@ -19,9 +21,22 @@ ResetMode = Literal["none", "daily", "idle"]
 ResetKind = Literal["direct", "group", "channel", "thread"]
 
 # A person becomes a session-key segment (`agent:main:direct:alice`): no colons, no whitespace.
-Person = Annotated[str, Field(pattern=r"^[^\s:]{1,128}$")]
+Person = Annotated[Name, Field(pattern=r"^[^\s:]{1,128}$")]
 # A channel peer as `<channel>:<peer id>`, e.g. `telegram:123`.
-PeerAddress = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}:\S{1,256}$")]
+PeerAddress = Annotated[Name, Field(pattern=r"^[A-Za-z0-9_-]{1,64}:\S{1,256}$")]
+
+# Upper bounds of every number and collection: what the session service can store (context_window is an
+# `int` column) and apply (minutes and days become timedeltas), and what `agent.configured` can carry
+# whole in one NATS message (identity links are its only collection of unbounded size).
+MAX_CONTEXT_WINDOW = 100_000_000  # tokens: fifty times the largest model window of 2026
+MAX_TRANSCRIPT_BYTES = 1 << 30
+MAX_IDLE_MINUTES = 366 * 24 * 60  # a year
+MIN_RETENTION_DAYS = 1e-6  # 86.4 ms: stored as a microsecond interval, a smaller one would be zero
+MAX_RETENTION_DAYS = 36_600.0  # a century
+MAX_PEOPLE = 1_000
+MAX_PEERS_PER_PERSON = 32
+MAX_LINKED_PEERS = 2_000
+MAX_LINKS_BYTES = 256 * 1024  # people and peers in UTF-8, well under NATS's 1 MiB message limit
 
 
 def _known_zone(name: str) -> str:
@@ -41,8 +56,8 @@ class _ResetRule(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     mode: ResetMode = "none"
-    at_hour: int = Field(default=4, ge=0, le=23, description="local hour of the daily reset")
-    idle_minutes: int = Field(default=60, ge=1, description="inactivity before an idle reset")
+    at_hour: Integer = Field(default=4, ge=0, le=23, description="local hour of the daily reset")
+    idle_minutes: Integer = Field(default=60, ge=1, le=MAX_IDLE_MINUTES, description="inactivity before an idle reset")
 
 
 class ResetPolicy(_ResetRule):
@@ -63,10 +78,16 @@ class Retention(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     dormant_after_days: float | None = Field(
-        default=None, gt=0, description="quiet days before dormant; null = the deployment's default"
+        default=None,
+        ge=MIN_RETENTION_DAYS,
+        le=MAX_RETENTION_DAYS,
+        description="quiet days before dormant; null = the deployment's default",
     )
     archive_after_days: float | None = Field(
-        default=None, gt=0, description="quiet days before archived; null = the deployment's default"
+        default=None,
+        ge=MIN_RETENTION_DAYS,
+        le=MAX_RETENTION_DAYS,
+        description="quiet days before archived; null = the deployment's default",
     )
 
     @model_validator(mode="after")
@@ -83,17 +104,33 @@ class CompactionPolicy(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    reserve_tokens: int | None = Field(default=None, ge=0, description="tokens kept free for the reply")
-    soft_threshold_tokens: int | None = Field(default=None, ge=0, description="headroom for the memory flush")
-    max_transcript_bytes: int | None = Field(default=None, ge=1024, description="live window size that also fires")
+    reserve_tokens: Integer | None = Field(
+        default=None, ge=0, le=MAX_CONTEXT_WINDOW, description="tokens kept free for the reply"
+    )
+    soft_threshold_tokens: Integer | None = Field(
+        default=None, ge=0, le=MAX_CONTEXT_WINDOW, description="headroom for the memory flush"
+    )
+    max_transcript_bytes: Integer | None = Field(
+        default=None, ge=1024, le=MAX_TRANSCRIPT_BYTES, description="live window size that also fires"
+    )
+
+
+def _links_within_bounds(links: dict[str, tuple[str, ...]]) -> None:
+    peers = sum(len(addresses) for addresses in links.values())
+    if peers > MAX_LINKED_PEERS:
+        raise ValueError(f"{peers} peers are linked; the limit is {MAX_LINKED_PEERS}")
+    size = sum(len(person.encode()) + sum(len(a.encode()) for a in addresses) for person, addresses in links.items())
+    if size > MAX_LINKS_BYTES:
+        raise ValueError(f"people and peers take {size} bytes in UTF-8; the limit is {MAX_LINKS_BYTES}")
 
 
 class AgentConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     dm_scope: DmScope = "main"
-    identity_links: dict[Person, tuple[PeerAddress, ...]] = Field(
+    identity_links: dict[Person, Annotated[tuple[PeerAddress, ...], Field(max_length=MAX_PEERS_PER_PERSON)]] = Field(
         default_factory=dict,
+        max_length=MAX_PEOPLE,
         description='person -> channel peers ("telegram:123"); for direct messages ignored when dm_scope is main, '
         "and used by group_scope per-member",
     )
@@ -102,8 +139,11 @@ class AgentConfig(BaseModel):
     reset_by_type: dict[ResetKind, ResetOverride] = Field(
         default_factory=dict, description="a policy per chat type or for threads, in place of `reset`"
     )
-    context_window: int | None = Field(
-        default=None, ge=1000, description="tokens; null = the deployment's default (CAIRN_SESSION_CONTEXT_WINDOW)"
+    context_window: Integer | None = Field(
+        default=None,
+        ge=1000,
+        le=MAX_CONTEXT_WINDOW,
+        description="tokens; null = the deployment's default (CAIRN_SESSION_CONTEXT_WINDOW)",
     )
     compaction: CompactionPolicy = Field(default_factory=CompactionPolicy)
     sessions_visibility: Visibility = "tree"
@@ -116,6 +156,7 @@ class AgentConfig(BaseModel):
     @classmethod
     def _one_person_per_peer(cls, links: dict[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
         """A peer linked to two people would route by dictionary order: refuse the ambiguity."""
+        _links_within_bounds(links)
         owner: dict[str, str] = {}
         for person, peers in links.items():
             if person.startswith("incognito-"):

@@ -10,6 +10,8 @@ import re
 import unicodedata
 from datetime import date
 
+from cairn.events.fields import text_problem
+
 MEMORY_FILE = "MEMORY.md"
 DAILY_FOLDER = "memory/daily"
 SNAPSHOT_FOLDER = "memory/snapshots"
@@ -21,8 +23,6 @@ MAX_PATH_CHARS = 512
 MAX_DOCUMENT_BYTES = 256 * 1024
 # Characters that Windows or macOS refuse in file names: an exported folder must open everywhere.
 _UNSAFE_NAME = re.compile(r'[<>:"|?*]')
-# Markdown is text: tabs and line breaks, no other control characters.
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def daily_path(day: date) -> str:
@@ -87,10 +87,9 @@ def text_size_problem(text: str) -> str | None:
 
 
 def text_character_problem(text: str) -> str | None:
-    found = _CONTROL.search(text)
-    if found is None:
-        return None
-    return f"text must not contain control characters (U+{ord(found.group()):04X} at character {found.start() + 1})"
+    """Markdown is free text: tabs and line breaks, no other control characters (`cairn.events.fields`)."""
+    problem = text_problem(text)
+    return None if problem is None else f"text {problem}"
 
 
 def document_lines(text: str) -> list[str]:

@@ -4,7 +4,9 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import uuid_utils
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+from cairn.events.fields import EventTime, Name
 
 # Tenant and agent ids become NATS subject tokens, so they must never contain dots, wildcards or spaces.
 TOKEN_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
@@ -15,13 +17,8 @@ UUID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0
 Uuid = Annotated[str, Field(pattern=UUID_PATTERN)]
 
 
-def _aware(value: datetime) -> datetime:
-    if value.tzinfo is None:
-        raise ValueError("time must carry a UTC offset (RFC 3339)")
-    return value
-
-
-AwareDatetime = Annotated[datetime, AfterValidator(_aware)]
+# The name earlier modules import: event time is `cairn.events.fields.EventTime`.
+AwareDatetime = EventTime
 
 
 def new_event_id() -> str:
@@ -41,7 +38,7 @@ class Envelope(BaseModel):
     event_id: Uuid = Field(default_factory=new_event_id)
     tenant_id: Uuid
     agent_id: Token = "main"
-    occurred_at: AwareDatetime = Field(default_factory=utc_now)
-    recorded_at: AwareDatetime = Field(default_factory=utc_now)
-    causation_id: str | None = None
-    correlation_id: str | None = None
+    occurred_at: EventTime = Field(default_factory=utc_now)
+    recorded_at: EventTime = Field(default_factory=utc_now)
+    causation_id: Name | None = None
+    correlation_id: Name | None = None

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from cairn.events.agents import AgentConfig
 from cairn.events.envelope import AwareDatetime, Envelope, Token, Uuid
+from cairn.events.fields import INT32_MAX, EventTime, FreeText, Name
 
 Role = Literal["user", "assistant", "tool", "system"]
 ChatType = Literal["direct", "group", "channel"]
@@ -25,24 +26,24 @@ class InboundMessage(BaseModel):
 
     agent_id: Token = "main"
     channel: Token = "api"
-    account_id: str | None = Field(default=None, max_length=128)
+    account_id: Name | None = Field(default=None, max_length=128)
     chat_type: ChatType = "direct"
-    peer_id: str | None = Field(default=None, max_length=256)
-    chat_id: str | None = Field(default=None, max_length=256)
-    thread_id: str | None = Field(default=None, max_length=256)
-    sender_name: str | None = Field(default=None, max_length=256)
+    peer_id: Name | None = Field(default=None, max_length=256)
+    chat_id: Name | None = Field(default=None, max_length=256)
+    thread_id: Name | None = Field(default=None, max_length=256)
+    sender_name: Name | None = Field(default=None, max_length=256)
     role: Role = "user"
-    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
-    message_id: str | None = Field(default=None, min_length=1, max_length=256)
-    occurred_at: AwareDatetime | None = None
-    session_key: str | None = Field(default=None, min_length=1, max_length=512)
+    text: FreeText = Field(min_length=1, max_length=MAX_TEXT_CHARS)
+    message_id: Name | None = Field(default=None, min_length=1, max_length=256)
+    occurred_at: EventTime | None = None
+    session_key: Name | None = Field(default=None, min_length=1, max_length=512)
 
 
 class MessageReceived(Envelope):
     """Ingest accepted one message; the session service routes and appends it."""
 
     type: Literal["message.received.v1"] = "message.received.v1"
-    session_key: str
+    session_key: Name
     message: InboundMessage
 
 
@@ -57,15 +58,15 @@ class SessionCommand(Envelope):
 
     type: Literal["session.command.v1"] = "session.command.v1"
     command: Literal["reset", "create", "fork", "compaction"]
-    session_key: str
+    session_key: Name
     reason: ResetReason = "api"
-    parent_session_key: str | None = None
-    from_message_id: str | None = None
+    parent_session_key: Name | None = None
+    from_message_id: Name | None = None
     incognito: bool = False
     session_id: Uuid | None = None
     chat_type: ChatType = "direct"
     channel: Token = "api"
-    first_kept_message_id: str | None = None
+    first_kept_message_id: Name | None = None
 
 
 class TranscriptLine(BaseModel):
@@ -77,7 +78,7 @@ class TranscriptLine(BaseModel):
     role: Role
     text: str
     sender_name: str | None = None
-    occurred_at: AwareDatetime
+    occurred_at: EventTime
 
 
 class TranscriptAppended(Envelope):
@@ -167,10 +168,10 @@ class MemoryWriteRequested(Envelope):
     The path and text are checked by ingest (`cairn.events.documents`), and again by consolidation."""
 
     type: Literal["memory.write-requested.v1"] = "memory.write-requested.v1"
-    path: str
+    path: Name
     mode: Literal["put", "append", "delete"]
-    text: str = ""
-    if_match: int | None = None
+    text: FreeText = ""
+    if_match: int | None = Field(default=None, ge=0, le=INT32_MAX)
 
 
 class DocumentChanged(Envelope):
@@ -244,4 +245,4 @@ def encode_event(event: Event) -> bytes:
     return event_adapter.dump_json(event)
 
 
-__all__ = ["AwareDatetime", "ChatType", "Role"]
+__all__ = ["AwareDatetime", "ChatType", "EventTime", "FreeText", "Name", "Role"]

@@ -7,8 +7,8 @@ uses to choose between an exact scan and the shared HNSW index.
 import re
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import date, datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, date, datetime
 from typing import Any
 
 import numpy as np
@@ -382,7 +382,15 @@ async def stale_turns(
 
 def _turn(r: Any, prefix: str = "") -> Turn:
     fields = ("position", "reset_index", "message_id", "role", "sender_name", "text", "occurred_at", "external_id")
-    return Turn(*(r[prefix + f] for f in fields))
+    turn = Turn(*(r[prefix + f] for f in fields))
+    return turn if turn.occurred_at.tzinfo is not None else replace(turn, occurred_at=aware(turn.occurred_at))
+
+
+def aware(stored: datetime) -> datetime:
+    """asyncpg reads a timestamptz `infinity` or `-infinity` as the naive `datetime.max` or `datetime.min`, which
+    cannot be compared with any other time: an older release stored 0001-01-01T00:00:00Z that way (issue 28).
+    Read as the latest or earliest UTC instant, such a turn is one more sitting, and never stops the worker."""
+    return stored if stored.tzinfo is not None else stored.replace(tzinfo=UTC)
 
 
 async def set_vectors(

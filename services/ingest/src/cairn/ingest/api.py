@@ -13,6 +13,7 @@ from cairn.delivery.publisher import EventPublisher
 from cairn.edge.auth import ApiKeys, Tenant, bearer_token
 from cairn.edge.problems import Problem, problem_response, validation_problem
 from cairn.events import INGEST_STREAM, InboundMessage, MessageReceived
+from cairn.events.fields import Name
 from cairn.events.routing import RoutingError, is_incognito
 from cairn.ingest import incognito
 from cairn.ingest.domain import dedup_ids, new_api_key, received, refusal, text_too_large
@@ -51,7 +52,7 @@ class Accepted(BaseModel):
 
 
 class NewTenant(BaseModel):
-    name: str = Field(min_length=1, max_length=200)
+    name: Name = Field(min_length=1, max_length=200)
 
 
 class CreatedTenant(BaseModel):

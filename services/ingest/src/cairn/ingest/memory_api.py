@@ -19,6 +19,7 @@ from cairn.edge.problems import Problem
 from cairn.events import INGEST_STREAM, MemoryWriteRequested, utc_now
 from cairn.events.documents import daily_path
 from cairn.events.envelope import TOKEN_PATTERN
+from cairn.events.fields import FreeText
 from cairn.ingest.memory import (
     answer,
     idempotency_problem,
@@ -52,12 +53,12 @@ WRITE_RESPONSES: dict[int | str, dict[str, str]] = {
 
 class DocumentText(BaseModel):
     agent_id: AgentId = "main"
-    text: str = Field(description="the whole document, Markdown (at most 256 KiB in UTF-8)")
+    text: FreeText = Field(description="the whole document, Markdown (at most 256 KiB in UTF-8)")
 
 
 class DailyEntry(BaseModel):
     agent_id: AgentId = "main"
-    text: str = Field(min_length=1, description="appended to the day's note on a new line")
+    text: FreeText = Field(min_length=1, description="appended to the day's note on a new line")
     date: dt.date | None = Field(default=None, description="the note's day; default: today in the agent's time zone")
 
 

@@ -18,6 +18,7 @@ from cairn.edge.auth import Tenant
 from cairn.edge.problems import Problem
 from cairn.events import SessionCommand
 from cairn.events.envelope import TOKEN_PATTERN
+from cairn.events.fields import Name
 from cairn.events.models import ChatType
 from cairn.events.routing import incognito_thread_key, is_incognito
 from cairn.ingest import incognito
@@ -27,7 +28,7 @@ from cairn.ingest.sessions import KnownSession, SessionDirectory
 from cairn.platform.runtime import runtime_of
 
 router = APIRouter(tags=["sessions"])
-SessionKey = Annotated[str, Path(pattern=SESSION_KEY_PATTERN, description="at most 512 characters, no whitespace")]
+SessionKey = Annotated[Name, Path(pattern=SESSION_KEY_PATTERN, description="at most 512 characters, no whitespace")]
 AgentId = Annotated[str, Field(pattern=TOKEN_PATTERN)]
 # A fork would copy a thread's window into a persisted session, or persisted history into memory only.
 INCOGNITO_NO_FORK = "incognito threads cannot be forked, nor start as a fork"
@@ -36,13 +37,13 @@ INCOGNITO_NO_FORK = "incognito threads cannot be forked, nor start as a fork"
 class NewSession(BaseModel):
     agent_id: AgentId = "main"
     incognito: bool = False
-    parent_session_key: str | None = Field(default=None, pattern=SESSION_KEY_PATTERN)
+    parent_session_key: Name | None = Field(default=None, pattern=SESSION_KEY_PATTERN)
     fork: bool = Field(default=False, description="start with the parent's current window (needs the parent)")
 
 
 class ForkRequest(BaseModel):
     agent_id: AgentId = "main"
-    from_message_id: str | None = Field(
+    from_message_id: Name | None = Field(
         default=None, min_length=1, max_length=256, description="copy up to this message (ours or the adapter's id)"
     )
 
@@ -165,7 +166,7 @@ async def reset_session(session_key: SessionKey, body: ResetRequest, tenant: Ten
 
 class CompactionReport(BaseModel):
     agent_id: AgentId = "main"
-    first_kept_message_id: str = Field(
+    first_kept_message_id: Name = Field(
         min_length=1,
         max_length=256,
         description="the oldest message the compacted context keeps (our id or the adapter's)",

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
 from cairn.edge.auth import Tenant
+from cairn.events.fields import FreeText, Name
 from cairn.platform.runtime import runtime_of, settings_of
 from cairn.recall.queries import MessageHit, Page, ReadStore, Scope
 from cairn.recall.settings import RecallSettings
@@ -21,12 +22,12 @@ MAX_OFFSET = 475  # with limit 25, the first 500 hits can be paged through
 
 class SessionSearch(BaseModel):
     agent_id: str = Field(default="main", pattern=r"^[A-Za-z0-9_-]{1,64}$")
-    query: str = Field(min_length=1, max_length=4096)
+    query: FreeText = Field(min_length=1, max_length=4096)
     limit: int = Field(default=10, ge=1, le=25)
     offset: int = Field(
         default=0, ge=0, le=MAX_OFFSET, description="hits to skip, for a next page (the order is stable)"
     )
-    caller_session_key: str | None = Field(default=None, max_length=512)
+    caller_session_key: Name | None = Field(default=None, max_length=512)
     visibility: Literal["self", "tree", "agent", "all"] = Field(
         default="tree",
         description="self: the caller's session; tree: it and the sessions forked or spawned from it (all of the "

@@ -4,18 +4,20 @@ the list of an agent's documents, and a document's version history. Routes only;
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from cairn.edge.auth import Tenant
 from cairn.edge.problems import Problem
 from cairn.events.documents import path_problem
+from cairn.events.fields import Name
 from cairn.platform.runtime import runtime_of
 from cairn.recall.files import DEFAULT_LINES, MAX_LINES, MAX_WINDOW_CHARS, window
 from cairn.recall.files_queries import DocumentReads
 
 router = APIRouter(tags=["memory"])
 AgentId = Annotated[str, Query(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+DocumentPath = Annotated[Name, Path(description="a path of the memory layout, such as MEMORY.md")]
 _PROBLEM_JSON: dict[str, Any] = {"application/problem+json": {}}
 PROBLEMS: dict[int | str, dict[str, Any]] = {
     404: {"description": "No such document (or version) for this agent and tenant", "content": _PROBLEM_JSON},
@@ -83,7 +85,7 @@ MARKDOWN = "text/markdown; charset=utf-8"
     responses={**PROBLEMS, 200: {"content": {"text/markdown": {}}, "description": "JSON, or the whole document"}},
 )
 async def read_file(
-    path: str,
+    path: DocumentPath,
     tenant: Tenant,
     request: Request,
     response: Response,
@@ -114,9 +116,9 @@ async def list_files(
     tenant: Tenant,
     request: Request,
     agent_id: AgentId = "main",
-    prefix: Annotated[str, Query(max_length=512)] = "",
+    prefix: Annotated[Name, Query(max_length=512)] = "",
     limit: Annotated[int, Query(ge=1, le=1000)] = 500,
-    cursor: Annotated[str, Query(max_length=512, description="next_cursor of the previous page")] = "",
+    cursor: Annotated[Name, Query(max_length=512, description="next_cursor of the previous page")] = "",
 ) -> FileList:
     """List an agent's memory documents by path, optionally under a path prefix."""
     rows = await _reads(request).documents(tenant, agent_id, prefix, cursor, limit + 1)
@@ -126,7 +128,7 @@ async def list_files(
 
 @router.get("/v1/memory/versions/{path:path}", response_model=VersionList, responses=PROBLEMS)
 async def list_versions(
-    path: str,
+    path: DocumentPath,
     tenant: Tenant,
     request: Request,
     agent_id: AgentId = "main",

@@ -11,6 +11,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, Field
 
+from cairn.events.fields import name_problem, time_problem
 from cairn.text import redact
 
 TEXT_CHARS = 4000
@@ -238,6 +239,7 @@ def decode_cursor(token: str) -> Cursor:
         when = datetime.fromisoformat(updated_at)
     except (binascii.Error, UnicodeDecodeError, ValueError, TypeError) as error:
         raise BadCursor("not a cursor from a previous page") from error
-    if when.tzinfo is None or not isinstance(session_key, str):
+    # a forged cursor must not reach Postgres with what it cannot hold (issue 28)
+    if not isinstance(session_key, str) or time_problem(when) or name_problem(session_key):
         raise BadCursor("not a cursor from a previous page")
     return Cursor(when, session_key)

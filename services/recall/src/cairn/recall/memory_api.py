@@ -7,6 +7,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
 from cairn.edge.auth import Tenant
+from cairn.events.fields import FreeText, Name
 from cairn.memindex import Embedder
 from cairn.platform.runtime import runtime_of, settings_of
 from cairn.recall.memory_queries import MemoryReads
@@ -20,11 +21,11 @@ SOURCES = {"memory": ("memory",), "sessions": ("sessions",), "all": ("memory", "
 
 class MemorySearchRequest(BaseModel):
     agent_id: str = Field(default="main", pattern=r"^[A-Za-z0-9_-]{1,64}$")
-    query: str = Field(min_length=1, max_length=4096)
+    query: FreeText = Field(min_length=1, max_length=4096)
     limit: int = Field(default=6, ge=1, le=50)
     min_score: float | None = Field(default=None, ge=0, le=1)
     corpus: Literal["memory", "sessions", "all"] = "memory"
-    caller_session_key: str | None = Field(
+    caller_session_key: Name | None = Field(
         default=None, max_length=512, description="the asking session: its own transcript is left out"
     )
     consistent_with: str | None = Field(

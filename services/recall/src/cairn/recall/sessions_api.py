@@ -7,10 +7,11 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request, Response
-from pydantic import AwareDatetime, BaseModel
+from pydantic import BaseModel
 
 from cairn.edge.auth import Tenant
 from cairn.edge.problems import Problem
+from cairn.events.fields import EventTime, Name
 from cairn.events.routing import is_incognito
 from cairn.platform.runtime import runtime_of, settings_of
 from cairn.recall.history import (
@@ -32,7 +33,7 @@ from cairn.recall.settings import RecallSettings
 
 router = APIRouter(tags=["sessions"])
 AgentId = Annotated[str, Query(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
-SessionKey = Annotated[str, Path(min_length=1, max_length=512)]
+SessionKey = Annotated[Name, Path(min_length=1, max_length=512)]
 ConsistentWith = Annotated[
     str | None,
     Query(
@@ -117,7 +118,7 @@ async def history(
     request: Request,
     agent_id: AgentId = "main",
     session_id: uuid.UUID | None = None,
-    message_id: Annotated[str | None, Query(min_length=1, max_length=256)] = None,
+    message_id: Annotated[Name | None, Query(min_length=1, max_length=256)] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
     include_tools: bool = False,
@@ -161,9 +162,9 @@ async def list_sessions(
     agent_id: AgentId = "main",
     chat_type: Literal["direct", "group", "channel"] | None = None,
     status: Literal["active", "dormant", "archived"] | None = None,
-    updated_since: AwareDatetime | None = None,
+    updated_since: EventTime | None = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    cursor: Annotated[str | None, Query(max_length=2048)] = None,
+    cursor: Annotated[Name | None, Query(max_length=2048)] = None,
     consistent_with: ConsistentWith = None,
 ) -> SessionList:
     """An agent's sessions, most recently updated first, with cursor paging."""
