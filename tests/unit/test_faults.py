@@ -63,6 +63,10 @@ TRANSIENT = [
     pytest.param(postgres("25P03", "idle-in-transaction timeout"), id="25P03-idle-in-transaction"),
     pytest.param(asyncpg.InterfaceError("connection is closed"), id="interface-connection-closed"),
     pytest.param(asyncpg.InterfaceError("pool is closing"), id="interface-pool-closing"),
+    pytest.param(  # a query the server's death interrupted leaves its connection in the middle of it
+        asyncpg.InternalClientError("cannot switch to state 12; another operation (2) is in progress"),
+        id="interrupted-query",
+    ),
     pytest.param(nats.errors.ConnectionClosedError(), id="nats-closed"),
     pytest.param(nats.errors.TimeoutError(), id="nats-timeout"),
     pytest.param(nats.errors.NoRespondersError(), id="nats-no-responders"),

@@ -20,6 +20,7 @@ from cairn.edge.errors import unavailable_dependency
          "Postgres"),
         (asyncpg.exceptions.TooManyConnectionsError("sorry, too many clients already"), "Postgres"),
         (asyncpg.InterfaceError("pool is closing"), "Postgres"),
+        (asyncpg.InternalClientError("cannot switch to state 12; another operation (2) is in progress"), "Postgres"),
         (asyncpg.InterfaceError("cannot call Connection.fetch(): connection is closed"), "Postgres"),
         (AckTimeout(2.0), "NATS"),
         (nats_errors.ConnectionClosedError(), "NATS"),

@@ -52,6 +52,7 @@ class FaultRow:
     unanswered: int  # connection refused, reset or timed out: what a gateway would turn into a 502 or 504
     longest_ms: float
     ready_again_s: float
+    problems: tuple[str, ...] = ()  # the first answers 500, as given
 
 
 def kill(stack: LocalStack, part: str) -> None:
@@ -142,6 +143,7 @@ def _row(fault: str, ledger: Ledger, transcript: "dict[str, int]", search: "dict
         unanswered=sum(1 for a in requests if a.status == 0),
         longest_ms=round(max((a.elapsed_s for a in requests), default=0.0) * 1000, 1),
         ready_again_s=ready,
+        problems=tuple(a.problem for a in requests if a.problem)[:3],
     )
 
 
@@ -152,6 +154,9 @@ def print_table(rows: Sequence[FaultRow]) -> None:
         lost = r.acknowledged - r.found - r.duplicated
         print(f"{r.fault:<14}{r.sent:>7}{r.acknowledged:>7}{r.found:>7}{lost:>6}{r.duplicated:>5}{r.errors_500:>5}"
               f"{r.answered_503:>6}{r.unanswered:>10}{r.longest_ms:>12}{r.ready_again_s:>15}")  # fmt: skip
+    for r in rows:
+        for problem in r.problems:
+            print(f"500 during {r.fault}: {problem}")
 
 
 def chaos_stack(home: Path) -> LocalStack:

@@ -27,6 +27,7 @@ class Attempt:
     status: int  # 0: no answer (connection refused, reset or timed out)
     elapsed_s: float
     position: int | None = None
+    problem: str | None = None  # the body of an answer 500: what a person would need to find the cause
 
 
 @dataclass
@@ -52,9 +53,10 @@ async def write_steadily(client: httpx.AsyncClient, ledger: Ledger, run: str, co
             answer = await client.post("/v1/messages", json=body, timeout=REQUEST_TIMEOUT_S)
             status = answer.status_code
             position = int(answer.json()["position"]) if status == 202 else None
+            problem = answer.text[:500] if status >= 500 and status != 503 else None
         except httpx.HTTPError:
-            status, position = 0, None
-        ledger.writes.append(Attempt(phase, word, status, time.perf_counter() - start, position))
+            status, position, problem = 0, None, None
+        ledger.writes.append(Attempt(phase, word, status, time.perf_counter() - start, position, problem))
         await asyncio.sleep(pause_s)
 
 
@@ -66,9 +68,10 @@ async def read_steadily(client: httpx.AsyncClient, ledger: Ledger, stop: asyncio
         try:
             answer = await client.post("/v1/sessions/search", json={"query": query}, timeout=REQUEST_TIMEOUT_S)
             status = answer.status_code
+            problem = answer.text[:500] if status >= 500 and status != 503 else None
         except httpx.HTTPError:
-            status = 0
-        ledger.reads.append(Attempt(phase, query, status, time.perf_counter() - start))
+            status, problem = 0, None
+        ledger.reads.append(Attempt(phase, query, status, time.perf_counter() - start, problem=problem))
         await asyncio.sleep(pause_s)
 
 

@@ -20,6 +20,8 @@ import nats.js.errors
 import redis.exceptions
 from pydantic import ValidationError
 
+from cairn.storage.postgres import is_lost_connection
+
 
 class PoisonEvent(Exception):
     """Raised by a handler for an event that can never be applied (it breaks a rule its producer should
@@ -89,9 +91,8 @@ def is_transient(error: BaseException) -> bool:
 def _own_fault(error: BaseException) -> Fault:
     if isinstance(error, asyncpg.PostgresError):
         return _postgres_fault(error)
-    if isinstance(error, asyncpg.InterfaceError):  # "connection is closed", "pool is closing": a restart's
-        text = str(error)
-        return Fault.TRANSIENT if "closed" in text or "closing" in text else Fault.UNKNOWN
+    if is_lost_connection(error):  # "connection is closed", "pool is closing", an interrupted query: a restart's
+        return Fault.TRANSIENT
     if isinstance(error, nats.js.errors.APIError) and (error.code or 0) >= 500:
         return Fault.TRANSIENT  # JetStream answering "no leader", "cluster not available" while it recovers
     if isinstance(error, _TRANSIENT_TYPES):

@@ -17,6 +17,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cairn.delivery.publisher import AckTimeout, acks_within
 from cairn.edge.problems import problem_response
+from cairn.storage.postgres import is_lost_connection
 
 log = logging.getLogger(__name__)
 RETRY_AFTER_S = 1
@@ -47,18 +48,13 @@ def unavailable_dependency(error: BaseException) -> str | None:
     Unix socket, a connect timeout)."""
     if isinstance(error, (AckTimeout, *NATS_DOWN)):
         return "NATS"
-    if isinstance(error, POSTGRES_DOWN) or _closed_pool(error):
+    if isinstance(error, POSTGRES_DOWN) or is_lost_connection(error):
         return "Postgres"
     if isinstance(error, RedisError):
         return "Redis"
     if isinstance(error, OSError):
         return _named_in_traceback(error)
     return None
-
-
-def _closed_pool(error: BaseException) -> bool:
-    """asyncpg says "pool is closing" or "connection is closed" with a bare InterfaceError, as for misuse."""
-    return isinstance(error, asyncpg.InterfaceError) and ("closed" in str(error) or "closing" in str(error))
 
 
 def _named_in_traceback(error: BaseException) -> str:

@@ -112,3 +112,13 @@ async def _transaction(
 async def ping(pool: "asyncpg.Pool[asyncpg.Record]") -> None:
     async with pool.acquire() as conn:
         await conn.fetchval("SELECT 1")
+
+
+def is_lost_connection(error: BaseException) -> bool:
+    """asyncpg's words for a connection that a lost server left unusable, said with its misuse errors: a bare
+    InterfaceError ("connection is closed", "pool is closing") or an InternalClientError ("cannot switch to
+    state …; another operation is in progress": a query the server's death interrupted)."""
+    text = str(error)
+    if isinstance(error, asyncpg.InterfaceError):
+        return "closed" in text or "closing" in text
+    return isinstance(error, asyncpg.InternalClientError) and "another operation" in text
