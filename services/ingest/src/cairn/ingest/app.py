@@ -2,13 +2,12 @@
 
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
-from starlette.middleware import Middleware
 
 from cairn.delivery.pull import Consumer
 from cairn.ingest import agents_api, api, memory_api, sessions_api
-from cairn.ingest.fast import BatchFastPath
 from cairn.ingest.inbox import Inbox
 from cairn.ingest.incognito_store import IncognitoThreads
+from cairn.ingest.json_body import document_bodies
 from cairn.ingest.outcomes import WriteOutcomes
 from cairn.ingest.sessions import SessionDirectory
 from cairn.ingest.settings import IngestSettings
@@ -41,7 +40,7 @@ def create_app(settings: IngestSettings) -> FastAPI:
         description="The write door: messages, session commands, agent configs, memory writes, admin.",
     )
     app.add_exception_handler(RequestValidationError, api.on_validation_error)
-    app.user_middleware.append(Middleware(BatchFastPath))  # innermost: inside the trace context's middleware
+    document_bodies(app, [api.batch_body])
     return app
 
 
