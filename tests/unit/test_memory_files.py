@@ -90,12 +90,14 @@ def test_writes_are_refused_with_field_status_and_limit() -> None:
     )
 
 
-@pytest.mark.parametrize(("header", "version"), [(None, None), ("3", 3), ('"3"', 3), ('W/"12"', 12), ("0", 0)])
+@pytest.mark.parametrize(
+    ("header", "version"), [(None, None), ("3", 3), ('"3"', 3), ('W/"12"', 12), ("0", 0), ("2147483647", 2**31 - 1)]
+)
 def test_if_match_reads_versions_as_etags(header: str | None, version: int | None) -> None:
     assert version_of(header) == version
 
 
-@pytest.mark.parametrize("header", ["*", "abc", '"-1"', ""])
+@pytest.mark.parametrize("header", ["*", "abc", '"-1"', "", '"2147483648"', "9" * 30])
 def test_if_match_refuses_what_is_not_a_version(header: str) -> None:
     with pytest.raises(ValueError, match="If-Match must be a version"):
         version_of(header)

@@ -17,6 +17,12 @@ DAILY_FOLDER = "memory/daily"
 SNAPSHOT_FOLDER = "memory/snapshots"
 FOLDERS = ("memory/bank", DAILY_FOLDER, SNAPSHOT_FOLDER, "memory/summaries")
 LAYOUT = "MEMORY.md, memory/bank/*.md, memory/daily/YYYY-MM-DD.md, memory/snapshots/*.md or memory/summaries/*.md"
+# The layout as one expression, for the OpenAPI documents (a client or a fuzzer builds paths that fit it);
+# `path_problem` stays the check, in words a person can act on, and also refuses what a pattern cannot say.
+PATH_PATTERN = (
+    r'^(MEMORY\.md|memory/(bank|snapshots|summaries)/[^/\\<>:"|?*.][^/\\<>:"|?*]*\.md'
+    r"|memory/daily/[0-9]{4}-[0-9]{2}-[0-9]{2}\.md)$"
+)
 MAX_PATH_CHARS = 512
 # Every change travels whole in `memory.document-changed` (NATS refuses messages over 1 MiB; JSON may
 # double a text of line breaks), and memory documents are meant to be read by people.

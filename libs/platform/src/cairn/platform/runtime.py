@@ -30,6 +30,7 @@ from cairn.delivery.supervision import Health, Restarts, supervise
 from cairn.edge.auth import ApiKeys
 from cairn.edge.errors import ErrorsAsProblems
 from cairn.edge.limits import BodyLimit, ConcurrencyLimit
+from cairn.edge.openapi import document_problems
 from cairn.edge.problems import install_problem_handlers
 from cairn.edge.protocols import with_header_timeout
 from cairn.edge.query import EmptyQueryParamsAreAbsent
@@ -276,6 +277,7 @@ def create_service_app(
     app.include_router(health_router())
     for router in routers:
         app.include_router(router)
+    document_problems(app)
     if tracer_provider is None:
         app.add_middleware(HandOnTraceContext)
     else:

@@ -43,7 +43,11 @@ async def get_config(agent_id: AgentId, tenant: Tenant, request: Request, respon
     return stored.config
 
 
-@router.put("/v1/agents/{agent_id}/config", response_model=AgentConfig)
+@router.put(
+    "/v1/agents/{agent_id}/config",
+    response_model=AgentConfig,
+    responses={409: {"description": "If-Match names a version that is not the current one"}},
+)
 async def put_config(
     agent_id: AgentId,
     config: AgentConfig,

@@ -153,7 +153,13 @@ def _item_error(error: ValidationError, max_bytes: int) -> dict[str, Any]:
     return {"error": {"status": 422, "errors": errors}}
 
 
-@router.post("/v1/messages", status_code=202, response_model=Accepted, tags=["messages"])
+@router.post(
+    "/v1/messages",
+    status_code=202,
+    response_model=Accepted,
+    tags=["messages"],
+    responses={404: {"description": "`session_key` names an incognito thread that ended (or never was)"}},
+)
 async def post_message(message: InboundMessage, tenant: Tenant, request: Request) -> Accepted:
     """Store one message said on a channel; answers once JetStream has it durably (or, for an incognito
     thread, once it is held in memory)."""

@@ -8,7 +8,7 @@ from typing import Literal
 from zoneinfo import ZoneInfo
 
 from cairn.events.documents import path_problem, text_character_problem, text_size_problem
-from cairn.events.fields import INT32_MAX
+from cairn.events.envelope import MAX_VERSION
 
 IDEMPOTENCY_KEY_CHARS = 200
 
@@ -40,7 +40,7 @@ def version_of(if_match: str | None) -> int | None:
     if if_match is None:
         return None
     value = if_match.strip().removeprefix("W/").strip('"')
-    if not value.isascii() or not value.isdigit() or int(value) > INT32_MAX:
+    if not value.isascii() or not value.isdigit() or int(value) > MAX_VERSION:
         raise ValueError('If-Match must be a version this API gave as ETag, such as "3"')
     return int(value)
 

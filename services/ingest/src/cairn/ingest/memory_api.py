@@ -11,13 +11,13 @@ with the same `Idempotency-Key` within an hour gets the first request's answer a
 import datetime as dt
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Header, Query, Request, Response
+from fastapi import APIRouter, Header, Path, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from cairn.edge.auth import Tenant
 from cairn.edge.problems import Problem
 from cairn.events import INGEST_STREAM, MemoryWriteRequested, utc_now
-from cairn.events.documents import daily_path
+from cairn.events.documents import PATH_PATTERN, daily_path
 from cairn.events.envelope import TOKEN_PATTERN
 from cairn.events.fields import FreeText
 from cairn.ingest.memory import (
@@ -35,6 +35,8 @@ from cairn.platform.runtime import runtime_of, settings_of
 
 router = APIRouter(tags=["memory"])
 AgentId = Annotated[str, Field(pattern=TOKEN_PATTERN)]
+# Documented, not enforced by FastAPI: `_checked` refuses a path outside the layout with words of its own.
+DocumentPath = Annotated[str, Path(json_schema_extra={"pattern": PATH_PATTERN})]
 IfMatch = Annotated[
     str | None, Header(description='the version the change is based on ("0": only if the document does not exist)')
 ]
@@ -124,7 +126,7 @@ async def _apply(
 
 @router.put("/v1/memory/files/{path:path}", response_model=DocumentWritten, responses=WRITE_RESPONSES)
 async def put_file(
-    path: str,
+    path: DocumentPath,
     body: DocumentText,
     tenant: Tenant,
     request: Request,
@@ -160,7 +162,7 @@ async def append_daily(
 
 @router.delete("/v1/memory/files/{path:path}", response_model=DocumentWritten, responses=WRITE_RESPONSES)
 async def delete_file(
-    path: str,
+    path: DocumentPath,
     tenant: Tenant,
     request: Request,
     response: Response,

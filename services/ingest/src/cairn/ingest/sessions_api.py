@@ -9,7 +9,7 @@ thread store itself (see `incognito.py`).
 """
 
 import uuid
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Request
 from pydantic import BaseModel, Field
@@ -118,7 +118,12 @@ async def _start_incognito(request: Request, tenant: str, body: NewSession) -> C
     return CreatedSession(session_key=key, session_id=session_id, position="0")
 
 
-@router.post("/v1/sessions", status_code=201, response_model=CreatedSession)
+NO_SESSION: dict[int | str, dict[str, Any]] = {
+    404: {"description": "No such session for this agent (or an incognito thread that ended)"}
+}
+
+
+@router.post("/v1/sessions", status_code=201, response_model=CreatedSession, responses=NO_SESSION)
 async def create_session(body: NewSession, tenant: Tenant, request: Request) -> CreatedSession:
     """Start a console thread, empty or (with `fork`) holding its parent's current window; an incognito
     thread lives in memory only and is never listed, searched or indexed."""
@@ -134,7 +139,7 @@ async def create_session(body: NewSession, tenant: Tenant, request: Request) -> 
     return await _start(request, tenant, body.agent_id, "create", "direct", body.parent_session_key)
 
 
-@router.post("/v1/sessions/{session_key}/fork", status_code=201, response_model=CreatedSession)
+@router.post("/v1/sessions/{session_key}/fork", status_code=201, response_model=CreatedSession, responses=NO_SESSION)
 async def fork_session(session_key: SessionKey, body: ForkRequest, tenant: Tenant, request: Request) -> CreatedSession:
     """A child console thread holding the parent's current window (up to `from_message_id`); the parent is
     untouched."""
@@ -150,7 +155,7 @@ async def fork_session(session_key: SessionKey, body: ForkRequest, tenant: Tenan
     return await _start(request, tenant, body.agent_id, "fork", parent.chat_type, session_key, body.from_message_id)
 
 
-@router.post("/v1/sessions/{session_key}/reset", status_code=202, response_model=ResetAccepted)
+@router.post("/v1/sessions/{session_key}/reset", status_code=202, response_model=ResetAccepted, responses=NO_SESSION)
 async def reset_session(session_key: SessionKey, body: ResetRequest, tenant: Tenant, request: Request) -> ResetAccepted:
     """Start a fresh history window; nothing is deleted and the session id is kept (a key with no session
     yet gets one)."""
@@ -173,7 +178,9 @@ class CompactionReport(BaseModel):
     )
 
 
-@router.post("/v1/sessions/{session_key}/compaction", status_code=202, response_model=ResetAccepted)
+@router.post(
+    "/v1/sessions/{session_key}/compaction", status_code=202, response_model=ResetAccepted, responses=NO_SESSION
+)
 async def report_compaction(
     session_key: SessionKey, body: CompactionReport, tenant: Tenant, request: Request
 ) -> ResetAccepted:

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
 from cairn.edge.auth import Tenant
+from cairn.events.envelope import POSITION_PATTERN
 from cairn.events.fields import FreeText, Name
 from cairn.platform.runtime import runtime_of, settings_of
 from cairn.recall.queries import MessageHit, Page, ReadStore, Scope
@@ -33,7 +34,7 @@ class SessionSearch(BaseModel):
         description="self: the caller's session; tree: it and the sessions forked or spawned from it (all of the "
         "agent's when the caller is its main session); agent: every session of the agent; all: every agent's",
     )
-    consistent_with: str | None = Field(default=None, pattern=r"^[0-9]{1,19}$")
+    consistent_with: str | None = Field(default=None, pattern=POSITION_PATTERN)
 
 
 class SessionHit(BaseModel):

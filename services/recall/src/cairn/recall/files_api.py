@@ -9,7 +9,8 @@ from pydantic import BaseModel, Field
 
 from cairn.edge.auth import Tenant
 from cairn.edge.problems import Problem
-from cairn.events.documents import path_problem
+from cairn.events.documents import PATH_PATTERN, path_problem
+from cairn.events.envelope import MAX_VERSION
 from cairn.events.fields import Name
 from cairn.platform.runtime import runtime_of
 from cairn.recall.files import DEFAULT_LINES, MAX_LINES, MAX_WINDOW_CHARS, window
@@ -17,7 +18,12 @@ from cairn.recall.files_queries import DocumentReads
 
 router = APIRouter(tags=["memory"])
 AgentId = Annotated[str, Query(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
-DocumentPath = Annotated[Name, Path(description="a path of the memory layout, such as MEMORY.md")]
+# The layout is documented as a pattern, not enforced by FastAPI: a path outside it is answered 404 with what is
+# wrong with it.
+DocumentPath = Annotated[
+    Name,
+    Path(description="a path of the memory layout, such as MEMORY.md", json_schema_extra={"pattern": PATH_PATTERN}),
+]
 _PROBLEM_JSON: dict[str, Any] = {"application/problem+json": {}}
 PROBLEMS: dict[int | str, dict[str, Any]] = {
     404: {"description": "No such document (or version) for this agent and tenant", "content": _PROBLEM_JSON},
@@ -92,7 +98,9 @@ async def read_file(
     agent_id: AgentId = "main",
     from_: Annotated[int, Query(alias="from", ge=1, description="first line, from 1")] = 1,
     lines: Annotated[int, Query(ge=1, le=MAX_LINES)] = DEFAULT_LINES,
-    version: Annotated[int | None, Query(ge=1, description="an earlier version (default: the current one)")] = None,
+    version: Annotated[
+        int | None, Query(ge=1, le=MAX_VERSION, description="an earlier version (default: the current one)")
+    ] = None,
 ) -> MemoryFile | Response:
     """Read a memory document, or a window of its lines (at most `lines` lines and 12,000 characters);
     `version` reads an earlier version, also of a document deleted since. With `Accept: text/markdown`

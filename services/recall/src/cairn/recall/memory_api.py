@@ -7,6 +7,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
 from cairn.edge.auth import Tenant
+from cairn.events.envelope import POSITION_PATTERN
 from cairn.events.fields import FreeText, Name
 from cairn.memindex import Embedder
 from cairn.platform.runtime import runtime_of, settings_of
@@ -29,7 +30,7 @@ class MemorySearchRequest(BaseModel):
         default=None, max_length=512, description="the asking session: its own transcript is left out"
     )
     consistent_with: str | None = Field(
-        default=None, pattern=r"^[0-9]{1,19}$", description="a write's position: wait (bounded) until it is searchable"
+        default=None, pattern=POSITION_PATTERN, description="a write's position: wait (bounded) until it is searchable"
     )
 
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from cairn.edge.auth import Tenant
 from cairn.edge.problems import Problem
+from cairn.events.envelope import POSITION_PATTERN
 from cairn.events.fields import EventTime, Name
 from cairn.events.routing import is_incognito
 from cairn.platform.runtime import runtime_of, settings_of
@@ -37,7 +38,7 @@ SessionKey = Annotated[Name, Path(min_length=1, max_length=512)]
 ConsistentWith = Annotated[
     str | None,
     Query(
-        pattern=r"^[0-9]{1,19}$",
+        pattern=POSITION_PATTERN,
         description="a write's position: wait (bounded) until the projections include it, else answer with "
         "what is stored and `indexing: true`",
     ),
