@@ -12,6 +12,7 @@ request. Run it on a stack of its own (`--home`, a fresh folder by default): it 
 import asyncio
 import itertools
 import os
+import subprocess
 import time
 import uuid
 from collections.abc import Sequence
@@ -73,7 +74,7 @@ def restart(stack: LocalStack, part: str) -> None:
             try:
                 stack.start_servers()
                 break
-            except Exception:
+            except (subprocess.CalledProcessError, RuntimeError, TimeoutError):  # pg_ctl refused, or no port yet
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(1.0)
