@@ -1,5 +1,5 @@
 """The write side of incognito threads: messages, `/new` and `/reset`, and API resets go to the in-memory
-thread store (`cairn.platform.incognito`) instead of JetStream, so nothing of them is ever persisted,
+thread store (`cairn.ingest.incognito_store`) instead of JetStream, so nothing of them is ever persisted,
 indexed or seen by the session service (which therefore never sends `compaction-imminent` for them).
 
 A message for an incognito key that is not live (never created, expired, or lost with a Redis restart)
