@@ -14,6 +14,7 @@ from fastapi import APIRouter, FastAPI, Request
 from starlette.routing import BaseRoute
 
 from cairn.edge.auth import Tenant
+from cairn.edge.openapi import document_problems
 from cairn.ingest import api
 from cairn.ingest.api import Batch, BatchResult, accept_batch
 from cairn.ingest.app import create_app
@@ -39,7 +40,8 @@ def declared_app(settings: IngestSettings, monkeypatch: pytest.MonkeyPatch) -> F
         routes = [next(iter(declared.routes)) if _path(r) == PATH else r for r in api.router.routes]
         patch.setattr(api, "router", APIRouter(routes=routes))
         app = create_app(settings)
-    vars(app).pop("openapi", None)  # FastAPI's method again, not the one `document_bodies` set
+    vars(app).pop("openapi", None)  # FastAPI's method again, not the one `document_bodies` set ...
+    document_problems(app)  # ... under the edge's problem answers, which every service's document carries
     return app
 
 

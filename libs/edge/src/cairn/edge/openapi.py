@@ -72,6 +72,8 @@ def with_problem_responses(document: dict[str, Any]) -> dict[str, Any]:
     for name in _FASTAPI_VALIDATION_SCHEMAS:
         schemas.pop(name, None)
     schemas["Problem"] = PROBLEM_SCHEMA
+    # in FastAPI's own order (by name), so a schema added to the document later lands where FastAPI would put it
+    document["components"]["schemas"] = dict(sorted(schemas.items()))
     return document
 
 
