@@ -191,7 +191,7 @@ async def test_a_retry_is_not_swallowed_by_the_duplicate_window_and_applies_noth
             "Cairn-Error": "TimeoutError: ack lost", "Cairn-Stream": RECALL_STREAM, "Cairn-Stream-Seq": str(seq),
             "Cairn-Subject": subject_for(event), "Cairn-Deliveries": "5", "traceparent": TRACEPARENT,
         }  # fmt: skip
-        letter = await js.publish(dead_letter_subject(projection.consumer), event.model_dump_json().encode(),
+        letter = await js.publish(dead_letter_subject(projection.consumer, tenant), event.model_dump_json().encode(),
                                   headers=headers)  # fmt: skip
         retried = await retry(js, letter.seq)
         assert (retried.duplicate, retried.seq > seq) == (False, True), "kept: a message of its own in the stream"
@@ -214,7 +214,7 @@ async def test_a_dead_letter_whose_payload_was_not_kept_cannot_be_retried_only_d
     consumer = f"test-{uuid.uuid4().hex[:12]}"
     headers = {"Cairn-Error": "refused: holds a secret", "Cairn-Stream": "CAIRN_INBOX", "Cairn-Stream-Seq": "9",
                "Cairn-Subject": f"cairn.in.{tenant}.message", "Cairn-Deliveries": "1"}  # fmt: skip
-    parked = await js.publish(dead_letter_subject(consumer), b"", headers=headers)
+    parked = await js.publish(dead_letter_subject(consumer, tenant), b"", headers=headers)
     (letter,) = await dead_letters(js, tenant=tenant)
     assert (letter.seq, letter.consumer, letter.tenant, letter.data) == (parked.seq, consumer, tenant, b"")
     with pytest.raises(NotRetryable, match="payload was not kept"):
