@@ -68,7 +68,7 @@ async def _letters(stack: LocalStack, marker: str) -> list[tuple[str, str]]:
 def _dead_letters(stack: LocalStack, marker: str, by: str | None = None) -> list[str]:
     """Reasons of the dead letters (of consumer `by` or its partitions, or of any) whose event contains `marker`."""
     letters = asyncio.run(_letters(stack, marker))
-    consumer = re.compile(rf"cairn-dead-letter\.{by}(-p[0-9]+)?" if by else r".*")
+    consumer = re.compile(rf"cairn-dead-letter\.{by}(-p[0-9]+)?\.[^.]+" if by else r".*")
     return [reason for subject, reason in letters if consumer.fullmatch(subject)]
 
 

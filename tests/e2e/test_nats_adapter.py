@@ -27,7 +27,7 @@ async def _dead_letter_reasons(stack: LocalStack, marker: str) -> list[str]:
     """Reasons of the ingest dead letters whose payload contains `marker`."""
     nc = await nats.connect(stack.nats_url)
     try:
-        letters = await stream_messages(nc.jetstream(), DEAD_LETTER_STREAM, "cairn-dead-letter.ingest")
+        letters = await stream_messages(nc.jetstream(), DEAD_LETTER_STREAM, "cairn-dead-letter.ingest.*")
     finally:
         await nc.close()
     return [(m.headers or {}).get("Cairn-Error", "") for m in letters if marker.encode() in (m.data or b"")]
@@ -77,7 +77,7 @@ async def _dead_letters_from(stack: LocalStack, seqs: set[str]) -> list[tuple[st
     """(reason, body) of the ingest dead letters of the given inbox sequences."""
     nc = await nats.connect(stack.nats_url)
     try:
-        letters = await stream_messages(nc.jetstream(), DEAD_LETTER_STREAM, "cairn-dead-letter.ingest")
+        letters = await stream_messages(nc.jetstream(), DEAD_LETTER_STREAM, "cairn-dead-letter.ingest.*")
     finally:
         await nc.close()
     return [

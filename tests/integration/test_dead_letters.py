@@ -191,7 +191,7 @@ async def test_a_retry_is_not_swallowed_by_the_duplicate_window_and_applies_noth
             "Cairn-Error": "TimeoutError: ack lost", "Cairn-Stream": RECALL_STREAM, "Cairn-Stream-Seq": str(seq),
             "Cairn-Subject": subject_for(event), "Cairn-Deliveries": "5", "traceparent": TRACEPARENT,
         }  # fmt: skip
-        letter = await js.publish(dead_letter_subject(projection.consumer), event.model_dump_json().encode(),
+        letter = await js.publish(dead_letter_subject(projection.consumer, tenant), event.model_dump_json().encode(),
                                   headers=headers)  # fmt: skip
         retried = await retry(js, letter.seq)
         assert (retried.duplicate, retried.seq > seq) == (False, True), "kept: a message of its own in the stream"
@@ -214,7 +214,7 @@ async def test_a_dead_letter_whose_payload_was_not_kept_cannot_be_retried_only_d
     consumer = f"test-{uuid.uuid4().hex[:12]}"
     headers = {"Cairn-Error": "refused: holds a secret", "Cairn-Stream": "CAIRN_INBOX", "Cairn-Stream-Seq": "9",
                "Cairn-Subject": f"cairn.in.{tenant}.message", "Cairn-Deliveries": "1"}  # fmt: skip
-    parked = await js.publish(dead_letter_subject(consumer), b"", headers=headers)
+    parked = await js.publish(dead_letter_subject(consumer, tenant), b"", headers=headers)
     (letter,) = await dead_letters(js, tenant=tenant)
     assert (letter.seq, letter.consumer, letter.tenant, letter.data) == (parked.seq, consumer, tenant, b"")
     with pytest.raises(NotRetryable, match="payload was not kept"):
@@ -222,3 +222,23 @@ async def test_a_dead_letter_whose_payload_was_not_kept_cannot_be_retried_only_d
     assert (await dead_letter(js, parked.seq)).reason == "refused: holds a secret", "still there to discard"
     assert (await discard(js, parked.seq)).seq == parked.seq
     assert await count_dead_letters(js, tenant=tenant) == {}
+
+
+async def test_a_tenants_counts_are_read_from_the_subjects_per_consumer_and_no_tenant_is_nobodys(
+    nats_client: Client,
+) -> None:
+    """`count_dead_letters(js, tenant)` asks the stream for `cairn-dead-letter.*.<tenant>`: another tenant's letters
+    and those parked under `-` (a message naming no tenant) are not counted, all of them are without a tenant."""
+    js, tenant, other = nats_client.jetstream(), str(uuid.uuid4()), str(uuid.uuid4())
+    first, second = f"test-{uuid.uuid4().hex[:12]}", f"test-{uuid.uuid4().hex[:12]}"
+    parked = [(first, tenant), (first, tenant), (second, tenant), (first, other), (first, None), (second, None)]
+    for consumer, owner in parked:
+        await js.publish(dead_letter_subject(consumer, owner), b"", headers={"Cairn-Error": "refused"})
+    assert await count_dead_letters(js, tenant) == {first: 2, second: 1}
+    assert await count_dead_letters(js, other) == {first: 1}
+    everyone = await count_dead_letters(js)
+    assert (everyone[first], everyone[second]) == (4, 2)
+    assert [letter.consumer for letter in await dead_letters(js, tenant=tenant)] == [first, first, second]
+    assert len(await dead_letters(js, consumer=second)) == 2, "a consumer's letters, of every tenant and of none"
+    with pytest.raises(ValueError, match="not a tenant id"):
+        await count_dead_letters(js, "*")

@@ -181,7 +181,7 @@ async def test_the_merged_consumer_dead_letters_garbage_and_an_event_a_projectio
         seqs = [(await publisher.publish(e)).seq for e in events]
         junk = await js.publish(f"cairn.{tenant}.{agent}.recall.performed", garbage, stream=RECALL_STREAM)
         assert await eventually(lambda: settled(js, projection, max(*seqs, junk.seq)), within=30)
-        letters = await eventually(lambda: stream_messages(js, DEAD_LETTER_STREAM, dead_letter_subject(consumer)))
+        letters = await eventually(lambda: stream_messages(js, DEAD_LETTER_STREAM, dead_letter_subject(consumer, "*")))
     await js.delete_consumer(RECALL_STREAM, consumer)
     assert sorted(m.data for m in letters if m.data == garbage) == [garbage], "dead-lettered once, not per part"
     # a new consumer reads the stream from its start: earlier tests' garbage is dead-lettered here too

@@ -93,7 +93,7 @@ async def test_a_poison_event_is_dead_lettered_at_once_and_every_good_one_applie
     pool = projector_pool if role == "projector" else app_pool
     filter_subject = f"cairn.*.{agent}.recall.performed"
     async with running(js, RECALL_STREAM, handlers, pool, PATIENT, filter_subject=filter_subject) as projection:
-        dead = dead_letter_subject(projection.consumer)
+        dead = dead_letter_subject(projection.consumer, "*")
         letters = await eventually(lambda: stream_messages(js, DEAD_LETTER_STREAM, dead))
         assert await eventually(lambda: settled(js, projection, seqs[-1]))
     assert await stored(app_pool, table, a) == [e.event_id for e in events if e.tenant_id == a and e is not poison]

@@ -263,7 +263,7 @@ async def test_a_handler_that_keeps_failing_is_dead_lettered_after_max_deliver(
     async with running(js, RECALL_STREAM, {RecallPerformed: recorder}, app_pool, FAST) as projection:
         event = recall(tenant)
         seq = (await EventPublisher(js).publish(event)).seq
-        subject = dead_letter_subject(projection.consumer)
+        subject = dead_letter_subject(projection.consumer, "*")
 
         async def its_letters() -> list[RawStreamMsg]:
             # a fresh consumer reads the whole stream: other tests' garbage there is dead-lettered under it too
@@ -342,7 +342,7 @@ async def test_a_transient_failure_longer_than_the_budget_is_held_not_redelivere
         assert "ConnectionResetError" in problem
         assert await eventually(lambda: settled(js, projection, seqs[-1]), within=FAILING_S + 15)
         assert projection.health.problem(supervision) is None, "recovered"
-        letters = await stream_messages(js, DEAD_LETTER_STREAM, dead_letter_subject(projection.consumer))
+        letters = await stream_messages(js, DEAD_LETTER_STREAM, dead_letter_subject(projection.consumer, "*"))
     assert letters == []
     assert handler.attempts > 2 * HELD.max_deliver, "retried for as long as it failed, past the budget"
     assert set(handler.deliveries) == {1}, "held in progress: JetStream never delivered it again"
@@ -356,7 +356,7 @@ async def test_undecodable_bytes_are_dead_lettered_at_once(nats_client: Client, 
     subject = f"cairn.{tenant}.main.index.advanced"
     async with running(js, INDEX_STREAM, {}, app_pool, FAST) as projection:
         ack = await js.publish(subject, garbage, stream=INDEX_STREAM)
-        dead = dead_letter_subject(projection.consumer)
+        dead = dead_letter_subject(projection.consumer, "*")
         letters = await eventually(lambda: stream_messages(js, DEAD_LETTER_STREAM, dead))
         assert await eventually(lambda: settled(js, projection, ack.seq))
     mine = [m for m in letters if m.data == garbage]
@@ -457,7 +457,7 @@ async def test_a_poison_event_in_a_batch_is_dead_lettered_and_nothing_else_is_lo
     recorder = BatchRecorder(table, {a, b}, poison=frozenset({poison.event_id}))
     filter_subject = f"cairn.*.{agent}.recall.performed"
     async with running(js, RECALL_STREAM, recorder, app_pool, BATCHED, filter_subject=filter_subject) as projection:
-        dead = dead_letter_subject(projection.consumer)
+        dead = dead_letter_subject(projection.consumer, "*")
         letters = await eventually(lambda: stream_messages(js, DEAD_LETTER_STREAM, dead))
         assert await eventually(lambda: settled(js, projection, seqs[-1]))
     assert [e for e, _ in await applied(app_pool, table, a)] == [events[0].event_id, events[3].event_id]
@@ -615,7 +615,7 @@ async def test_a_poison_event_in_a_batch_of_several_tenants_is_dead_lettered_and
     async with running(
         js, RECALL_STREAM, recorder, projector_pool, BATCHED, filter_subject=filter_subject
     ) as projection:
-        dead = dead_letter_subject(projection.consumer)
+        dead = dead_letter_subject(projection.consumer, "*")
         letters = await eventually(lambda: stream_messages(js, DEAD_LETTER_STREAM, dead))
         assert await eventually(lambda: settled(js, projection, seqs[-1]))
     assert [e for e, _ in await applied(app_pool, table, a)] == [events[0].event_id, events[4].event_id]

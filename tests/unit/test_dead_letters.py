@@ -5,7 +5,7 @@ import uuid
 from datetime import UTC, datetime
 
 from cairn.cli.dead_letters import table
-from cairn.delivery.dead_letters import DeadLetter, published_subject, retry_msg_id, tenant_of
+from cairn.delivery.dead_letters import DeadLetter, letter_subject, published_subject, retry_msg_id, tenant_of
 from cairn.events import INBOX_STREAM, INGEST_STREAM, RECALL_STREAM
 from cairn.events.streams import subject_pattern
 
@@ -25,6 +25,17 @@ def test_the_tenant_comes_from_the_subject_or_else_the_event() -> None:
     assert tenant_of("", json.dumps({"tenant_id": TENANT}).encode()) == TENANT
     assert tenant_of("", b"\xff not json") is None
     assert tenant_of("", b"[1, 2]") is None
+
+
+def test_a_dead_letter_is_parked_under_its_tenant_or_under_no_tenant() -> None:
+    assert letter_subject("session-p1", f"cairn.{TENANT}.main.message.received.1") == (
+        f"cairn-dead-letter.session-p1.{TENANT}"
+    )
+    assert letter_subject("ingest", f"cairn.in.{TENANT}.message") == f"cairn-dead-letter.ingest.{TENANT}"
+    assert letter_subject("x", "", json.dumps({"tenant_id": TENANT}).encode()) == f"cairn-dead-letter.x.{TENANT}"
+    assert letter_subject("x", "", b"\xff not json") == "cairn-dead-letter.x.-"
+    for unfit in ("a.b", "*", ">", "a b", ""):  # a payload's tenant that would not be one subject token
+        assert letter_subject("x", "", json.dumps({"tenant_id": unfit}).encode()) == "cairn-dead-letter.x.-"
 
 
 def test_a_retry_publishes_on_the_subject_the_original_was_published_on() -> None:

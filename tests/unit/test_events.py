@@ -364,4 +364,12 @@ def test_each_event_subject_is_captured_by_its_own_stream_only(model: type[BaseM
 
 def test_inbound_and_dead_letter_subjects_have_one_stream_each() -> None:
     assert streams_matching(inbound_subject(TENANT)) == [INBOX_STREAM]
-    assert streams_matching(dead_letter_subject("indexer")) == [DEAD_LETTER_STREAM]
+    assert streams_matching(dead_letter_subject("indexer", TENANT)) == [DEAD_LETTER_STREAM]
+    assert streams_matching(dead_letter_subject("indexer", None)) == [DEAD_LETTER_STREAM]
+    assert streams_matching(dead_letter_subject("indexer", "*")) == [DEAD_LETTER_STREAM]
+
+
+def test_a_dead_letter_subject_names_its_consumer_and_tenant() -> None:
+    assert dead_letter_subject("session-p3", TENANT) == f"cairn-dead-letter.session-p3.{TENANT}"
+    assert dead_letter_subject("ingest", None) == "cairn-dead-letter.ingest.-", "no tenant: one token all the same"
+    assert dead_letter_subject("*", TENANT) == f"cairn-dead-letter.*.{TENANT}", "a tenant's letters of any consumer"

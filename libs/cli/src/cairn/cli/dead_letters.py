@@ -85,7 +85,7 @@ async def run(args: argparse.Namespace) -> int:
         return 2
     try:
         return await _act(nc.jetstream(), args)
-    except (DeadLetterNotFound, NotRetryable) as error:
+    except (DeadLetterNotFound, NotRetryable, ValueError) as error:  # ValueError: a --tenant that is no tenant id
         print(f"cairn dead-letters {args.action}: {error}", file=sys.stderr)
         return 1
     finally:

@@ -1,13 +1,17 @@
 """The dead-letter stream read and settled: what `cairn dead-letters` shows an operator, and the counts per consumer
 that a status page or metrics report for a tenant.
 
-A dead letter is the original payload on `cairn-dead-letter.<consumer>`, with why and where from in `Cairn-*` headers
-(`PullConsumer.dead_letter`). A retry publishes the payload again on its original subject, under a message id of
-its own: the original id is still inside JetStream's duplicate window for an hour and would be dropped. An event
-the consumer did apply after all is not applied twice: its `processed_events` record makes the redelivery a no-op.
+A dead letter is the original payload on `cairn-dead-letter.<consumer>.<tenant>` (`-` for no tenant), with why and
+where from in `Cairn-*` headers (`PullConsumer.dead_letter`): one tenant's counts are the stream's per-subject state
+for `cairn-dead-letter.*.<tenant>`, one request however many letters there are.
+
+A retry publishes the payload again on its original subject, under a message id of its own: the original id is still
+inside JetStream's duplicate window for an hour and would be dropped. An event the consumer did apply after all is
+not applied twice: its `processed_events` record makes the redelivery a no-op.
 """
 
 import json
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,9 +22,11 @@ from nats.js import JetStreamContext
 from nats.js.api import RawStreamMsg
 from pydantic import ValidationError
 
-from cairn.events import DEAD_LETTER_STREAM, STREAMS, decode_event
+from cairn.events import DEAD_LETTER_STREAM, STREAMS, dead_letter_subject, decode_event
+from cairn.events.streams import DEAD_LETTER_PREFIX, UNKNOWN_TENANT
 
-SUBJECT_PREFIX = "cairn-dead-letter."
+# what may stand as one subject token: a tenant named only by a payload could hold dots or wildcards
+_TOKEN = re.compile(r"[^.*>\s]+")
 # headers of the original message that are JetStream's own (re-set by a retry) or the dead letter's record
 _NOT_REPUBLISHED = ("nats-", "cairn-")
 _PARTITIONS = {spec.name: spec.partitions for spec in STREAMS}
@@ -81,13 +87,28 @@ def tenant_of(subject: str, data: bytes = b"") -> str | None:
     return tenant if isinstance(tenant, str) else None
 
 
+def letter_subject(consumer: str, subject: str, data: bytes = b"") -> str:
+    """Where a consumer parks a message that arrived on `subject`: under its tenant's token, or `-` for a message that
+    names no tenant fit to be one (its letter is then counted for no tenant)."""
+    tenant = tenant_of(subject, data)
+    return dead_letter_subject(consumer, tenant if tenant and _TOKEN.fullmatch(tenant) else UNKNOWN_TENANT)
+
+
+def _tenant_pattern(tenant: str) -> str:
+    if not _TOKEN.fullmatch(tenant):
+        raise ValueError(f"not a tenant id: {tenant!r}")
+    return tenant
+
+
 def _letter(message: RawStreamMsg) -> DeadLetter:
     headers = dict(message.headers or {})
     subject = headers.get("Cairn-Subject", "")
     data = message.data or b""
+    # `cairn-dead-letter.<consumer>.<tenant>`; a letter parked before the tenant joined the subject has no third token
+    consumer = (message.subject or "").removeprefix(DEAD_LETTER_PREFIX).split(".", 1)[0]
     return DeadLetter(
         seq=message.seq or 0,
-        consumer=(message.subject or "").removeprefix(SUBJECT_PREFIX),
+        consumer=consumer,
         tenant=tenant_of(subject, data),
         reason=headers.get("Cairn-Error", ""),
         subject=subject,
@@ -115,23 +136,25 @@ async def _stored(js: JetStreamContext, subject: str) -> AsyncIterator[RawStream
 async def dead_letters(
     js: JetStreamContext, tenant: str | None = None, consumer: str | None = None
 ) -> list[DeadLetter]:
-    """The dead letters, oldest first: only a tenant's, only a consumer's, when asked."""
-    subject = SUBJECT_PREFIX + (consumer or ">")
-    found = [_letter(message) async for message in _stored(js, subject)]
-    return [letter for letter in found if tenant is None or letter.tenant == tenant]
+    """The dead letters, oldest first: only a tenant's, only a consumer's, when asked (both read by subject)."""
+    if tenant is None and consumer is None:
+        subject = DEAD_LETTER_PREFIX + ">"  # letters parked before the tenant joined the subject included
+    else:
+        subject = dead_letter_subject(consumer or "*", "*" if tenant is None else _tenant_pattern(tenant))
+    return [_letter(message) async for message in _stored(js, subject)]
 
 
 async def count_dead_letters(js: JetStreamContext, tenant: str | None = None) -> dict[str, int]:
-    """How many dead letters each consumer has (consumers without any are left out): for all tenants from the
-    stream's per-subject counts, for one tenant by reading them."""
-    if tenant is not None:
-        counts: dict[str, int] = {}
-        for letter in await dead_letters(js, tenant):
-            counts[letter.consumer] = counts.get(letter.consumer, 0) + 1
-        return counts
-    info = await js.stream_info(DEAD_LETTER_STREAM, subjects_filter=SUBJECT_PREFIX + ">")
-    subjects = info.state.subjects or {}
-    return {subject.removeprefix(SUBJECT_PREFIX): count for subject, count in sorted(subjects.items()) if count}
+    """How many dead letters each consumer has, for one tenant or all (consumers without any are left out): one
+    request, the stream's per-subject counts summed per consumer."""
+    pattern = DEAD_LETTER_PREFIX + ">" if tenant is None else dead_letter_subject("*", _tenant_pattern(tenant))
+    info = await js.stream_info(DEAD_LETTER_STREAM, subjects_filter=pattern)
+    counts: dict[str, int] = {}
+    for subject, count in sorted((info.state.subjects or {}).items()):
+        consumer = subject.removeprefix(DEAD_LETTER_PREFIX).split(".", 1)[0]
+        if count:
+            counts[consumer] = counts.get(consumer, 0) + count
+    return counts
 
 
 async def dead_letter(js: JetStreamContext, seq: int) -> DeadLetter:

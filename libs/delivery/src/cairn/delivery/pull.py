@@ -27,10 +27,11 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy, Header, StatusCode
 
+from cairn.delivery.dead_letters import letter_subject
 from cairn.delivery.faults import Backoff, is_transient
 from cairn.delivery.settings import NatsSettings
 from cairn.delivery.supervision import Health
-from cairn.events import DEAD_LETTER_STREAM, dead_letter_subject
+from cairn.events import DEAD_LETTER_STREAM
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +217,8 @@ class PullConsumer:
             "Nats-Msg-Id": f"{self.consumer}:{self.stream}:{delivery.stream_seq}",
         }
         data = raw.data if keep_data else b""
-        await self._js.publish(dead_letter_subject(self.consumer), data, stream=DEAD_LETTER_STREAM, headers=headers)
+        parked = letter_subject(self.consumer, delivery.subject, raw.data)
+        await self._js.publish(parked, data, stream=DEAD_LETTER_STREAM, headers=headers)
         await raw.term()
 
     async def run(self) -> None:

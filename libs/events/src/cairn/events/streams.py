@@ -110,5 +110,13 @@ def inbound_subject(tenant_id: str) -> str:
     return f"cairn.in.{tenant_id}.message"
 
 
-def dead_letter_subject(consumer: str) -> str:
-    return f"cairn-dead-letter.{consumer}"
+DEAD_LETTER_PREFIX = "cairn-dead-letter."
+# a dead letter's tenant token when its message names none (or none that fits a subject token)
+UNKNOWN_TENANT = "-"
+
+
+def dead_letter_subject(consumer: str, tenant: str | None) -> str:
+    """`cairn-dead-letter.<consumer>.<tenant>`: the tenant in the subject lets one tenant's letters be counted from
+    the stream's per-subject state in one request. Either may be `*` for a pattern (`dead_letter_subject(consumer,
+    "*")`: a consumer's letters)."""
+    return f"{DEAD_LETTER_PREFIX}{consumer}.{tenant or UNKNOWN_TENANT}"

@@ -1,11 +1,16 @@
 """Memory search and index status (API.md, query side): `POST /v1/memory/search`, `GET /v1/memory/status`."""
 
+import asyncio
+import logging
 from datetime import UTC, datetime
 from typing import Annotated, Literal
 
+import nats.errors
 from fastapi import APIRouter, Query, Request
+from nats.js import JetStreamContext
 from pydantic import BaseModel, Field
 
+from cairn.delivery.dead_letters import count_dead_letters
 from cairn.edge.auth import Tenant
 from cairn.events.envelope import POSITION_PATTERN
 from cairn.events.fields import FreeText, Name
@@ -15,6 +20,7 @@ from cairn.recall.memory_queries import MemoryReads
 from cairn.recall.memory_search import Hit, MemoryQuery, MemorySearch
 from cairn.recall.settings import RecallSettings
 
+log = logging.getLogger(__name__)
 router = APIRouter(tags=["memory"])
 AgentId = Annotated[str, Query(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 SOURCES = {"memory": ("memory",), "sessions": ("sessions",), "all": ("memory", "sessions")}
@@ -91,6 +97,10 @@ class MemoryStatus(BaseModel):
     pending: PendingWork
     index_lag_s: float = Field(description="age of the oldest change not yet searchable (0 when none)")
     last_indexed_at: datetime | None
+    dead_letters: dict[str, int] | None = Field(
+        description="the tenant's dead letters per consumer (consumers without any left out; all agents): events it "
+        "sent that were not applied (`cairn dead-letters list --tenant`); null when they could not be counted now"
+    )
     fallbacks: list[str]
 
 
@@ -154,6 +164,7 @@ async def memory_status(tenant: Tenant, request: Request, agent_id: AgentId = "m
         chunks_without_current_vector=stale_chunks,
         messages_without_current_vector=stale_messages,
     )
+    dead = await _dead_letters(runtime_of(request).publisher.js, tenant, settings_of(request, RecallSettings))
     now = datetime.now(UTC)
     oldest = [t for t in (pending["oldest"], documents["oldest"]) if t is not None]
     return MemoryStatus(
@@ -169,8 +180,23 @@ async def memory_status(tenant: Tenant, request: Request, agent_id: AgentId = "m
         ),
         index_lag_s=round(max(((now - t).total_seconds() for t in oldest), default=0.0), 3),
         last_indexed_at=chunks["last_indexed_at"],
-        fallbacks=_fallbacks(embedder, stale_chunks, stale_messages),
+        dead_letters=dead,
+        fallbacks=_fallbacks(embedder, stale_chunks, stale_messages) + ([] if dead is not None else [DEAD_UNKNOWN]),
     )
+
+
+DEAD_UNKNOWN = "dead letters unknown: NATS did not answer in time (dead_letters is null)"
+
+
+async def _dead_letters(js: JetStreamContext, tenant: str, settings: RecallSettings) -> dict[str, int] | None:
+    """The tenant's dead-letter counts, or None when NATS does not answer within the bound: a status page answers
+    quickly with what it knows rather than waiting for, or failing with, the log."""
+    try:
+        async with asyncio.timeout(settings.dead_letters_wait_s):
+            return await count_dead_letters(js, tenant)
+    except (TimeoutError, nats.errors.Error, OSError) as error:
+        log.warning("memory status without dead-letter counts: %s", type(error).__name__)
+        return None
 
 
 def _fallbacks(embedder: Embedder, stale_chunks: int, stale_messages: int) -> list[str]:

@@ -22,6 +22,9 @@ class MemorySearchSettings(BaseSettings):
 class RecallSettings(ServiceSettings):
     http: HttpSettings = Field(default_factory=http_defaults(8084))
     consistency_wait_s: float = Field(default=5.0, ge=0, le=30, description="bound of a read-your-writes wait")
+    dead_letters_wait_s: float = Field(
+        default=1.0, gt=0, le=10, description="bound of the dead-letter count in memory status (NATS may be away)"
+    )
     max_response_bytes: int = Field(default=32 * 1024, ge=1024)
     history_max_bytes: int = Field(default=80 * 1024, ge=8 * 1024, description="cap of a history response")
     history_text_chars: int = Field(default=4000, ge=100, description="cap of one text block in history")
