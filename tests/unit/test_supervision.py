@@ -170,3 +170,25 @@ def test_restarts_wait_longer_each_time_up_to_the_cap(attempts: int) -> None:
     restarts = Restarts.of(SupervisionSettings(restart_first_s=1.0, restart_cap_s=30.0))
     delay = restarts.backoff.delay(attempts)
     assert min(30.0, 2.0**attempts) / 2 <= delay <= min(30.0, 2.0**attempts)
+
+
+async def test_a_stop_is_not_taken_for_a_crash_when_the_task_raises_on_its_way_out() -> None:
+    """A loop whose `finally` raises (unsubscribing on a closed connection) turns the cancellation into that error:
+    the supervisor still stops instead of restarting it for ever after its service has shut down."""
+    runs = 0
+
+    async def run() -> None:
+        nonlocal runs
+        runs += 1
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            raise ConnectionError("nats: connection closed")
+
+    health = Health("leaving")
+    task = asyncio.create_task(supervise(run, health, QUICK))
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, timeout=5)
+    assert runs == 1

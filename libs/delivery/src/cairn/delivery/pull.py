@@ -229,7 +229,8 @@ class PullConsumer:
             while True:
                 await self._fetch_and_process(subscription)
         finally:  # an open pull request would hold the connection's drain for its whole timeout
-            await subscription.unsubscribe()
+            with contextlib.suppress(nats.errors.Error):  # a closed connection holds no request
+                await subscription.unsubscribe()
 
     def subjects(self) -> tuple[str, ...]:
         """The subjects this consumer reads; empty for the whole stream."""

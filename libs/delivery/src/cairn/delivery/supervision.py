@@ -102,6 +102,9 @@ async def supervise(run: Callable[[], Awaitable[None]], health: Health, restarts
         try:
             await run()
         except Exception as error:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # a stop that an error on the way out (a finally) hid
+                raise asyncio.CancelledError from error
             health.crash(error)
             attempt = 0 if loop.time() - started >= restarts.settle_s else attempt
             delay = restarts.backoff.delay(attempt)
