@@ -6,7 +6,7 @@ from typing import Annotated
 import uuid_utils
 from pydantic import BaseModel, ConfigDict, Field
 
-from cairn.events.fields import EventTime, Name
+from cairn.events.fields import INT32_MAX, EventTime, Name
 
 # Tenant and agent ids become NATS subject tokens, so they must never contain dots, wildcards or spaces.
 TOKEN_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
@@ -14,7 +14,7 @@ TOKEN_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 # where the projections keep positions (19 could pass it and fail the read).
 POSITION_PATTERN = r"^[0-9]{1,18}$"
 # The largest version of a document or an agent config: Postgres int, where they are kept.
-MAX_VERSION = 2**31 - 1
+MAX_VERSION = INT32_MAX
 Token = Annotated[str, Field(pattern=TOKEN_PATTERN)]
 # Tenant and event ids are UUIDs: the database keys them as uuid, so anything else is refused at decode
 # time rather than failing every transaction until it is dead-lettered.

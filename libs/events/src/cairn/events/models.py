@@ -9,8 +9,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from cairn.events.agents import AgentConfig
-from cairn.events.envelope import AwareDatetime, Envelope, Token, Uuid
-from cairn.events.fields import INT32_MAX, EventTime, FreeText, Name
+from cairn.events.envelope import MAX_VERSION, AwareDatetime, Envelope, Token, Uuid
+from cairn.events.fields import EventTime, FreeText, Name
 
 Role = Literal["user", "assistant", "tool", "system"]
 ChatType = Literal["direct", "group", "channel"]
@@ -171,7 +171,7 @@ class MemoryWriteRequested(Envelope):
     path: Name
     mode: Literal["put", "append", "delete"]
     text: FreeText = ""
-    if_match: int | None = Field(default=None, ge=0, le=INT32_MAX)
+    if_match: int | None = Field(default=None, ge=0, le=MAX_VERSION)
 
 
 class DocumentChanged(Envelope):
