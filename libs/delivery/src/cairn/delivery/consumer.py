@@ -293,6 +293,7 @@ class Projection(PullConsumer):
             else:
                 for item in work:
                     await item.raw.ack()
+                self.counts.applied += len(work)
                 return {}
         groups: dict[str, list[_Work]] = {}
         for item in work:
@@ -352,6 +353,7 @@ class Projection(PullConsumer):
             return True
         for item in group:
             await item.raw.ack()
+        self.counts.applied += len(group)
         return True
 
     async def _apply(self, group: Sequence[_Work]) -> list[Outgoing]:
@@ -483,8 +485,10 @@ class Projection(PullConsumer):
                 return True
             log.warning("retrying %s in %s: %s", item.event.event_id, self.consumer, describe(error))
             await item.raw.nak(delay=self._retry_delay(item.delivery))
+            self.counts.retried_other += 1
             return False
         await item.raw.ack()
+        self.counts.applied += 1
         return True
 
     @staticmethod

@@ -27,6 +27,7 @@ from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy, Header, StatusCode
 
+from cairn.delivery.counts import counts_of
 from cairn.delivery.dead_letters import letter_subject
 from cairn.delivery.faults import Backoff, is_transient
 from cairn.delivery.settings import NatsSettings
@@ -60,6 +61,16 @@ class Delivery(NamedTuple):
             return cls(int(tokens[first + 1]), int(tokens[first]), raw.subject)
         meta = raw.metadata
         return cls(meta.sequence.stream, meta.num_delivered, raw.subject)
+
+
+def stream_time(raw: Msg) -> float:
+    """When a message entered its stream (Unix seconds), read from its ack subject as `Delivery.of` reads the rest
+    (the timestamp sits three tokens after the delivery count, in nanoseconds)."""
+    tokens = (raw.reply or "").split(".")
+    if tokens[:2] == ["$JS", "ACK"] and (len(tokens) == _V1_TOKENS or len(tokens) >= _V2_MIN_TOKENS):
+        first = 4 if len(tokens) == _V1_TOKENS else 6
+        return int(tokens[first + 3]) / 1e9
+    return raw.metadata.timestamp.timestamp()
 
 
 async def fetch(subscription: JetStreamContext.PullSubscription, batch: int, wait_s: float) -> list[Msg]:
@@ -191,6 +202,7 @@ class PullConsumer:
         self.consumer, self.stream, self.filter_subject = consumer, stream, filter_subject
         self._js, self._settings = js, settings
         self.health = Health(f"{consumer}@{stream}")
+        self.counts = counts_of(consumer, stream)
         self._retries = Backoff(settings.retry_first_s, settings.retry_cap_s)
 
     async def process_batch(self, messages: Sequence[Msg]) -> None:
@@ -220,6 +232,7 @@ class PullConsumer:
         parked = letter_subject(self.consumer, delivery.subject, raw.data)
         await self._js.publish(parked, data, stream=DEAD_LETTER_STREAM, headers=headers)
         await raw.term()
+        self.counts.dead_lettered += 1
 
     async def run(self) -> None:
         """Pull in batches and handle them in order, until cancelled."""
@@ -321,6 +334,7 @@ class PullConsumer:
             self.health.progressed()  # caught up: nothing is owed
             return
         self.health.busy()
+        self.counts.working_since = stream_time(messages[0])
         try:
             await self._process_until_settled(messages)
         except BaseException:
@@ -331,6 +345,7 @@ class PullConsumer:
             raise
         finally:
             self.health.idle()
+            self.counts.working_since = None
 
     async def _process_until_settled(self, messages: Sequence[Msg]) -> None:
         """Process the batch; while it fails for a transient reason, hold what is unsettled and try again."""
@@ -345,6 +360,7 @@ class PullConsumer:
                 if not pending:
                     return
                 self.health.failing(error)
+                self.counts.retried_transient += len(pending)
                 delay = self._retries.delay(attempt)
                 attempt += 1
                 log.warning("%s holds %d messages for %.1fs (attempt %d), a transient failure: %s",

@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cairn.delivery.publisher import AckTimeout, acks_within
-from cairn.edge.problems import problem_response
+from cairn.edge.problems import REFUSAL_REASON, problem_response
 from cairn.storage.postgres import is_lost_connection
 
 log = logging.getLogger(__name__)
@@ -40,6 +40,7 @@ NATS_DOWN = (
 )
 # The first package in a traceback that names the dependency a bare OSError or TimeoutError came from.
 _CALLERS = (("asyncpg", "Postgres"), ("nats", "NATS"), ("redis", "Redis"))
+_DEPENDENCY_LABELS = {"Postgres": "postgres", "NATS": "nats", "Redis": "redis"}
 
 
 def unavailable_dependency(error: BaseException) -> str | None:
@@ -124,6 +125,7 @@ class ErrorsAsProblems:
         dependency = unavailable_dependency(error)
         if dependency is not None:
             log.warning("%s %s: %s is unavailable: %s", method, path, dependency, _described(error))
+            scope[REFUSAL_REASON] = ("dependency_down", _DEPENDENCY_LABELS.get(dependency, "unknown"))
             return unavailable_response(dependency, method)
         reference = trace_id() or secrets.token_hex(16)  # generated when no trace is current: logged below
         log.error("%s %s failed unexpectedly (trace id %s)", method, path, reference, exc_info=error)

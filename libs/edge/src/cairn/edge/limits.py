@@ -5,10 +5,12 @@ problem+json, as every other error; uvicorn's own (`limit_concurrency`) would be
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from cairn.edge.problems import problem_response
+from cairn.edge.problems import REFUSAL_REASON, problem_response
 
 # Never refused for being busy: an orchestrator that cannot reach them restarts a process that is only busy.
 HEALTH_PATHS = frozenset({"/healthz", "/readyz"})
+# Nor is a scrape: a busy process is when its metrics are wanted most.
+UNLIMITED_PATHS = HEALTH_PATHS | {"/metrics"}
 BUSY_RETRY_AFTER_S = 1
 
 
@@ -81,12 +83,13 @@ class ConcurrencyLimit:
         self.active = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] in HEALTH_PATHS:
+        if scope["type"] != "http" or scope["path"] in UNLIMITED_PATHS:
             await self.app(scope, receive, send)
             return
         if self.active >= self.max_requests:
             detail = f"This process is answering {self.max_requests} requests, its limit: try again in a moment."
             busy = problem_response(503, detail, headers={"Retry-After": str(BUSY_RETRY_AFTER_S)})
+            scope[REFUSAL_REASON] = ("overload", "none")
             await busy(scope, receive, send)
             return
         self.active += 1

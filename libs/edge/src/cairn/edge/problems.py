@@ -9,6 +9,10 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 PROBLEM_JSON = "application/problem+json"
+# Where the edge notes in a request's ASGI scope why it answered 503, as (reason, dependency): ("dependency_down",
+# "postgres" | "nats" | "redis" | "unknown") or ("overload", "none"), for the request metrics around it to count
+# refusals by reason without knowing how each was decided.
+REFUSAL_REASON = "cairn.refusal_reason"
 
 TITLES = {
     400: "Bad request",

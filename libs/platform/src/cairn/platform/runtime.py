@@ -35,6 +35,9 @@ from cairn.edge.problems import install_problem_handlers
 from cairn.edge.protocols import with_header_timeout
 from cairn.edge.query import EmptyQueryParamsAreAbsent
 from cairn.edge.trace_context import HandOnTraceContext
+from cairn.platform.consumer_metrics import ConsumerMetrics, pull_consumers
+from cairn.platform.metrics import RequestMetrics, ServiceMetrics
+from cairn.platform.metrics_api import metrics_router
 from cairn.platform.settings import ServiceSettings
 from cairn.platform.telemetry import setup_logging, setup_tracing
 from cairn.storage.postgres import create_pool, ping
@@ -258,14 +261,19 @@ def create_service_app(
             task.add_done_callback(_report_stopped)
         runtime.extras["consumers"] = consumers
         runtime.extras["healths"] = [health for _, health in supervised]
+        followed = ConsumerMetrics(runtime.publisher.js, pull_consumers(wired), settings.metrics)
+        metrics.registry.register(followed)
+        app.state.consumer_metrics = followed
         app.state.runtime = runtime
         settle_heap()
         log.info("cairn-%s ready on %s:%d", name, settings.http.host, settings.http.port)
         try:
             yield
         finally:
+            metrics.registry.unregister(followed)
             await _shut_down(name, consumers, broker, redis, pool)
 
+    metrics = ServiceMetrics()
     app = FastAPI(title=f"cairn {name}", description=description, version="1", lifespan=lifespan)
     install_problem_handlers(app)
     # add_middleware puts each outside the ones before it: the limits and the error answers run inside the
@@ -275,13 +283,15 @@ def create_service_app(
     app.add_middleware(ErrorsAsProblems, dependency_timeout_s=settings.http.dependency_timeout_s)
     app.add_middleware(ConcurrencyLimit, max_requests=settings.http.max_concurrency)
     app.include_router(health_router())
+    app.include_router(metrics_router(metrics, settings.metrics))
     for router in routers:
         app.include_router(router)
     document_problems(app)
     if tracer_provider is None:
         app.add_middleware(HandOnTraceContext)
     else:
-        FastAPIInstrumentor.instrument_app(app, tracer_provider=tracer_provider, excluded_urls="healthz,readyz")
+        FastAPIInstrumentor.instrument_app(app, tracer_provider=tracer_provider, excluded_urls="healthz,readyz,metrics")
+    app.add_middleware(RequestMetrics, metrics=metrics)  # outermost: what the limits refuse is counted too
     return app
 
 

@@ -81,6 +81,7 @@ class Inbox(PullConsumer):
             return f"invalid message: {error.field}: {error}"
         await self._publisher.publish_many([event], dedup_ids([event]))
         await raw.ack()
+        self.counts.applied += 1
         return None
 
     async def _keep_incognito(self, raw: Msg, tenant: str, message: InboundMessage, key: str) -> str | None:
@@ -89,6 +90,7 @@ class Inbox(PullConsumer):
         except Problem as problem:
             return f"incognito message not kept ({problem.status}): {problem.detail}"
         await raw.ack()
+        self.counts.applied += 1
         return None
 
     async def _tenant_exists(self, tenant: str) -> bool:
