@@ -6,12 +6,14 @@ APIs, such as `GET /v1/memory/status`) nor a raw path: a request is counted unde
 (`/v1/sessions/{session_key}/history`), and one that matched no route under `unmatched`."""
 
 import time
+from collections.abc import Sequence
 
+from fastapi.routing import APIRoute
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
-from starlette.routing import BaseRoute, Match
+from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cairn.edge.problems import REFUSAL_REASON
@@ -31,6 +33,7 @@ class ServiceMetrics:
         # Prometheus reads them as gauges of their own, twice the series for a start time nobody queries
         disable_created_metrics()  # type: ignore[no-untyped-call]  # the library leaves it unannotated
         self.registry = CollectorRegistry()
+        self.routes: list[APIRoute] = []
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
@@ -56,9 +59,13 @@ class ServiceMetrics:
             registry=self.registry,
         )
 
+    def know_routes(self, routes: Sequence[APIRoute]) -> None:
+        """The routes a request refused before routing is counted under (the first whose path matches)."""
+        self.routes = list(routes)
+
     def observe(self, scope: Scope, status: int, seconds: float) -> None:
         method = scope["method"] if scope["method"] in METHODS else "other"
-        route = route_template(scope)
+        route = route_template(scope, self.routes)
         self.requests.labels(method, route, str(status)).inc()
         self.latency.labels(method, route).observe(seconds)
         if status == 503:
@@ -66,23 +73,15 @@ class ServiceMetrics:
             self.refused.labels(reason, dependency).inc()
 
 
-def route_template(scope: Scope) -> str:
+def route_template(scope: Scope, routes: Sequence[APIRoute]) -> str:
     """The template of the route that answered (FastAPI notes it in the scope when it routes); for a request refused
-    before routing (a body over the limit, overload), the route it would have reached."""
+    before routing (a body over the limit, overload), the template of the first of `routes` its path matches."""
     route = scope.get("route")
-    if route is None:
-        route = _matching(scope)
-    template = getattr(route, "path_format", None) or getattr(route, "path", None)
-    return template if isinstance(template, str) else UNMATCHED
-
-
-def _matching(scope: Scope) -> BaseRoute | None:
-    router = getattr(scope.get("app"), "router", None)
-    for route in getattr(router, "routes", ()):
-        match, _ = route.matches(scope)
-        if match is not Match.NONE:
-            return route  # type: ignore[no-any-return]  # starlette's routes are typed as a plain list
-    return None
+    if isinstance(route, BaseRoute):
+        template = getattr(route, "path_format", None)
+        return template if isinstance(template, str) else UNMATCHED
+    path = scope["path"]
+    return next((r.path_format for r in routes if r.path_regex.match(path)), UNMATCHED)
 
 
 class RequestMetrics:

@@ -14,6 +14,7 @@ import asyncpg
 import uvicorn
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from faststream.nats import NatsBroker
 from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 from redis.asyncio import Redis
@@ -282,10 +283,10 @@ def create_service_app(
     app.add_middleware(BodyLimit, max_bytes=settings.http.max_body_bytes)
     app.add_middleware(ErrorsAsProblems, dependency_timeout_s=settings.http.dependency_timeout_s)
     app.add_middleware(ConcurrencyLimit, max_requests=settings.http.max_concurrency)
-    app.include_router(health_router())
-    app.include_router(metrics_router(metrics, settings.metrics))
-    for router in routers:
+    served = [health_router(), metrics_router(metrics, settings.metrics), *routers]
+    for router in served:
         app.include_router(router)
+    metrics.know_routes([route for router in served for route in router.routes if isinstance(route, APIRoute)])
     document_problems(app)
     if tracer_provider is None:
         app.add_middleware(HandOnTraceContext)
