@@ -765,7 +765,29 @@ def test_network_policies(which: str) -> None:
         reachable = any(allows(r, gateway, port, template["spec"]["containers"][0]) for r in rules)
         assert reachable == (name in {"ingest", "recall"}), f"gateway -> {name} should be {not reachable}"
         if name not in {"ingest", "recall"}:
-            assert rules == [], f"{name} takes no traffic, yet a policy admits some"
+            others = [rule for rule in rules if rule != PROMETHEUS_SCRAPE]
+            assert others == [], f"{name} takes no traffic but Prometheus's scrapes, yet a policy admits some"
+
+
+# The one way in for Prometheus: from its namespace, to the `http` port (GET /metrics).
+PROMETHEUS_SCRAPE = {
+    "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}],
+    "ports": [{"port": "http", "protocol": "TCP"}],
+}
+
+
+@pytest.mark.parametrize("which", BUILDS)
+def test_prometheus_may_scrape_every_service_where_its_annotations_say(which: str) -> None:
+    objects = build(which)
+    policies = list(by_kind(objects, "NetworkPolicy").values())
+    templates = {name_of(obj): tpl for obj, tpl in pod_templates(objects)}
+    for name, port in SERVICES.items():
+        template = templates[name]
+        annotations = template["metadata"].get("annotations", {})
+        assert annotations.get("prometheus.io/scrape") == "true", name
+        assert annotations.get("prometheus.io/path") == "/metrics", name
+        assert int(annotations["prometheus.io/port"]) == port == port_numbers(template["spec"]["containers"][0])["http"]
+        assert PROMETHEUS_SCRAPE in ingress_rules_for(policies, template["metadata"]["labels"]), name
 
 
 def egress_ports(policies: list[Obj], labels: dict[str, str]) -> set[int]:
