@@ -1,11 +1,12 @@
-"""`Delivery.of` reads the stream sequence and delivery count from a JetStream ack subject itself: it must
-agree with nats-py's own parse for every ack subject form, and leave anything else to nats-py."""
+"""`Delivery.of` reads the stream sequence and delivery count from a JetStream ack subject itself, and `stream_time`
+when the message entered its stream (for a consumer's lag): they must agree with nats-py's own parse for every ack
+subject form, and leave anything else to nats-py."""
 
 import pytest
 from nats.aio.msg import Msg
 from nats.errors import NotJSMessageError
 
-from cairn.delivery.pull import Delivery
+from cairn.delivery.pull import Delivery, stream_time
 
 ACK_SUBJECTS = [
     "$JS.ACK.CAIRN_INGEST.session-p3.1.4711.17.1764500000123456789.0",  # v1: no domain, no account hash
@@ -27,6 +28,12 @@ def test_delivery_agrees_with_nats_py_metadata(reply: str) -> None:
 
     assert (delivery.stream_seq, delivery.num_delivered) == (meta.sequence.stream, meta.num_delivered)
     assert delivery.subject == "cairn.t.main.message.received.3"
+
+
+@pytest.mark.parametrize("reply", ACK_SUBJECTS)
+def test_stream_time_agrees_with_nats_py_metadata(reply: str) -> None:
+    expected = message(reply).metadata.timestamp.timestamp()  # a datetime: to the microsecond
+    assert stream_time(message(reply)) == pytest.approx(expected, abs=1e-6)
 
 
 @pytest.mark.parametrize("reply", ["", "_INBOX.abc.def", "$JS.ACK.CAIRN_INGEST.p.1.2", "$JS.NAK.a.b.1.2.3.4.5"])
