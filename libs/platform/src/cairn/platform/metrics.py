@@ -34,6 +34,7 @@ class ServiceMetrics:
         disable_created_metrics()  # type: ignore[no-untyped-call]  # the library leaves it unannotated
         self.registry = CollectorRegistry()
         self.routes: list[APIRoute] = []
+        self._series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
@@ -66,8 +67,14 @@ class ServiceMetrics:
     def observe(self, scope: Scope, status: int, seconds: float) -> None:
         method = scope["method"] if scope["method"] in METHODS else "other"
         route = route_template(scope, self.routes)
-        self.requests.labels(method, route, str(status)).inc()
-        self.latency.labels(method, route).observe(seconds)
+        series = self._series.get((method, route, status))
+        if series is None:  # `labels()` looks a child up under a lock each time: done once per combination here
+            series = self._series[(method, route, status)] = (
+                self.requests.labels(method, route, str(status)),
+                self.latency.labels(method, route),
+            )
+        series[0].inc()
+        series[1].observe(seconds)
         if status == 503:
             reason, dependency = scope.get(REFUSAL_REASON, ("other", "none"))
             self.refused.labels(reason, dependency).inc()
@@ -86,7 +93,7 @@ def route_template(scope: Scope, routes: Sequence[APIRoute]) -> str:
 
 class RequestMetrics:
     """ASGI middleware, outermost: counts every answer by method, route template and status and observes its
-    duration. Two dictionary look-ups and two additions per request."""
+    duration: a few microseconds per request (a dictionary look-up, a counter and a histogram bucket)."""
 
     def __init__(self, app: ASGIApp, metrics: ServiceMetrics) -> None:
         self.app, self.metrics = app, metrics
