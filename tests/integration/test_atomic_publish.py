@@ -18,7 +18,14 @@ from nats.js.api import StorageType, StreamConfig
 
 from cairn.delivery import publisher as module
 from cairn.delivery.acks import Acks
-from cairn.delivery.publisher import ATOMIC_BATCH_LIMIT, AckTimeout, EventPublisher, Published, acks_within
+from cairn.delivery.publisher import (
+    ATOMIC_BATCH_LIMIT,
+    ATOMIC_BATCH_MIN,
+    AckTimeout,
+    EventPublisher,
+    Published,
+    acks_within,
+)
 from cairn.events import Event, InboundMessage, MessageReceived, encode_event
 
 pytestmark = pytest.mark.integration
@@ -84,6 +91,18 @@ async def test_events_for_one_stream_land_as_one_atomic_batch_each_at_its_own_co
     assert len({_batch_of(m) for m in stored} - {None}) == 1, "one batch, committed once"
     assert [m.headers["Nats-Batch-Sequence"] for m in stored] == [str(n) for n in range(1, 41)]
     assert [m.headers["Nats-Msg-Id"] for m in stored] == [e.event_id for e in events]
+
+
+async def test_fewer_events_than_an_atomic_batch_saves_fsyncs_for_go_one_message_at_a_time(
+    js: JetStreamContext, routed: tuple[str, str]
+) -> None:
+    """An atomic batch costs the server four fsyncs whatever its size: for fewer messages, one each is less."""
+    name, _ = routed
+    events = [_event(f"m{n}") for n in range(ATOMIC_BATCH_MIN - 1)]
+    published = await EventPublisher(js).publish_many(events)
+    stored = await _stored(js, name, published)
+    assert [m.data for m in stored] == [encode_event(e) for e in events]
+    assert {_batch_of(m) for m in stored} == {None}
 
 
 async def test_interleaved_concurrent_batches_each_hold_consecutive_positions(
