@@ -1,7 +1,10 @@
 """The log is on disk before ingest answers 202: the running NATS server fsyncs every write (`sync_interval: always`),
-and every stream has the replica count the settings ask for; a count the server cannot keep is refused in words."""
+and every stream has the replica count the settings ask for; a count the server cannot keep is refused in words.
+Every stream takes atomic batches (`allow_atomic`), which the publisher uses to pay one fsync per batch, and
+`cairn migrate` turns that on for streams declared before it."""
 
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -39,6 +42,36 @@ async def test_every_stream_has_the_configured_replica_count(stack: LocalStack, 
     for spec in STREAMS:
         info = await js.stream_info(spec.name)
         assert info.config.num_replicas == 1, f"{spec.name}: the local stack's one server keeps one copy"
+
+
+async def _config_on_the_server(nc: Client, stream: str) -> dict[str, object]:
+    """The stream's configuration as the server answers it (raw JSON: not what nats-py makes of it)."""
+    answer = json.loads((await nc.request(f"$JS.API.STREAM.INFO.{stream}", b"", timeout=10)).data)
+    config: dict[str, object] = answer["config"]
+    return config
+
+
+async def test_every_stream_takes_atomic_batches(stack: LocalStack, nats_client: Client) -> None:
+    for spec in STREAMS:
+        assert (await _config_on_the_server(nats_client, spec.name)).get("allow_atomic") is True, spec.name
+
+
+async def test_migrate_lets_streams_declared_before_atomic_batches_take_them(
+    stack: LocalStack, nats_client: Client
+) -> None:
+    js = nats_client.jetstream()
+    for spec in STREAMS:  # as an older release declared them
+        config = (await js.stream_info(spec.name)).config
+        config.allow_atomic = False
+        await js.update_stream(config)
+        assert (await _config_on_the_server(nats_client, spec.name)).get("allow_atomic") in (None, False)
+    env = {**os.environ, "CAIRN_POSTGRES_ADMIN_URL": stack.postgres_url(OWNER), "CAIRN_NATS_URL": stack.nats_url}
+    cli = Path(sys.executable).parent / "cairn"
+    done = await asyncio.to_thread(subprocess.run, [str(cli), "migrate"], env=env, stdin=subprocess.DEVNULL,
+                                   capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    for spec in STREAMS:
+        assert (await _config_on_the_server(nats_client, spec.name)).get("allow_atomic") is True, spec.name
 
 
 async def test_more_replicas_than_a_single_server_can_keep_are_refused_in_words(

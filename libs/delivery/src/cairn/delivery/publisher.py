@@ -1,40 +1,66 @@
 """Publishing events to JetStream. The event id is the `Nats-Msg-Id` (unless a caller gives an
 idempotency key), so a re-publish is deduplicated; trace context travels in the headers.
 
-A batch (`publish_many`, `publish_outgoing`) is written as one buffer of HPUB frames whose replies go to one
-wildcard inbox of this publisher (`_Acks`); each publish is reported only once JetStream's ack for its reply
-subject came back, and the batch once all are. That is what nats-py's `publish_async` does per message, without
-its per-message NUID, header re-encoding, future and done callbacks and flush requests: about half the CPU per
-published event (tests/integration/test_publisher_batches.py pins the behaviour against the real server).
+With `sync_interval: always` JetStream fsyncs a one-replica stream once per message, pipelined or not, but once per
+ATOMIC BATCH (ADR-50, nats-server 2.12+, streams declared `allow_atomic`; four, in fact, whatever its size). So
+publishes go as atomic batches where that saves fsyncs (from five messages):
+- several events for one stream (`publish_many`, `publish_outgoing`) are sent as atomic batches of at most the
+  server's limit (1,000 messages), one after the other so the stream keeps their order; streams in parallel;
+- a single event joins its stream's group commit (`group_commit`): sent at once when nothing is in flight, else
+  with the other single publishes that arrived meanwhile, as one atomic batch.
+An atomic batch is stored whole or not at all, and its messages take consecutive sequences (the commit's ack names
+the last and the count), so each event's position is known. When JetStream refuses the batch (a message id it has
+already stored, which is how a retry looks; a stream without `allow_atomic`; too many batches in flight) nothing of
+it is stored, and it is sent again one message at a time, each answered on its own (its duplicate, its error).
+
+Frames are written into the client's pending buffer directly and answered on one wildcard inbox (`acks.Acks`):
+about half the CPU per event of nats-py's `publish_async` (tests/integration/test_publisher_batches.py pins the
+behaviour against the real server).
 
 How long a publish waits for its acks is the caller's context (`acks_within`): the HTTP edge bounds it per
 request, so a write fails fast while NATS is away, and background work (consumers) waits as long as it takes."""
 
 import asyncio
-import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+import time
+import uuid
+from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import cast
+from typing import TypeVar, cast
 
-from nats.aio.client import Client
-from nats.aio.msg import Msg
-from nats.errors import (
-    BadHeaderError,
-    BadSubjectError,
-    ConnectionClosedError,
-    ConnectionDrainingError,
-    MaxPayloadError,
-    OutboundBufferLimitError,
-)
+from nats.errors import MaxPayloadError
 from nats.errors import TimeoutError as NatsTimeoutError
 from nats.js import JetStreamContext
 from nats.js.errors import APIError, NoStreamResponseError
 from opentelemetry import propagate
 
+from cairn.delivery.acks import Acks, error_of, read_ack
+from cairn.delivery.frames import (
+    batch_message_headers,
+    checked_subject,
+    header_block,
+    hpub,
+    hpub_unanswered,
+    message_headers,
+)
+from cairn.delivery.group_commit import GroupCommit
+from cairn.delivery.outcomes import Outcome, Published
 from cairn.events import Event, encode_event, stream_for, subject_for
+
+__all__ = [
+    "ATOMIC_BATCH_LIMIT",
+    "ATOMIC_BATCH_MIN",
+    "AckTimeout",
+    "EventPublisher",
+    "Outgoing",
+    "Published",
+    "acks_within",
+    "checked_subject",
+    "header_block",
+    "hpub",
+    "message_headers",
+]
 
 _ack_wait: ContextVar[float | None] = ContextVar("cairn_publish_ack_wait", default=None)
 
@@ -76,169 +102,50 @@ class Outgoing:
         return self._data
 
 
-@dataclass(frozen=True)
-class Published:
-    seq: int
-    duplicate: bool
+# The most messages nats-server takes in one atomic batch by default; a server configured lower names its limit
+# when it refuses a batch (10199), and the publisher keeps to that from then on.
+ATOMIC_BATCH_LIMIT = 1000
+# An atomic batch costs nats-server 2.15 four fsyncs whatever its size (measured with `perf stat`: 1 to 1,000
+# messages), a message sent on its own one: fewer messages than this go one at a time.
+ATOMIC_BATCH_MIN = 5
+_ATOMIC_SINCE = (2, 12)
+_ATOMIC_DISABLED = 10174  # the stream was declared without `allow_atomic` (`cairn migrate` not run yet)
+_TOO_LARGE = 10199
+_LIMIT_IN = re.compile(r"too large: (\d+)")
+# How long a stream that refused atomic batches is sent to one message at a time before it is asked again.
+ATOMIC_RETRY_S = 60.0
+# A single publish outside `acks_within` waits as long as nats-py's JetStream `publish` did before it.
+_PUBLISH_WAIT_S = 5.0
+
+T = TypeVar("T")
 
 
-MSG_ID = "Nats-Msg-Id"
-EXPECTED_STREAM = "Nats-Expected-Stream"
-_OWN = {MSG_ID.lower(), EXPECTED_STREAM.lower()}
-# as nats-py checks and cleans headers: a key is an HTTP token, a value is trimmed and has no CR/LF
-_HEADER_KEY = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_SEQ = re.compile(rb'[{,]"seq":(\d+)[,}]')
-_NEWLINES = str.maketrans({"\r": " ", "\n": " "})
-# what nats-py refuses in a subject it publishes to (CR/LF or whitespace would break the protocol line)
-_BAD_SUBJECT = re.compile(r"[ \t\r\n]")
+class _NotAtomic(Exception):
+    """The commit's ack does not describe the batch: the server took the messages one by one (batch headers
+    unknown to it). The per-message path then finds each by its id."""
 
 
-def header_block(headers: Mapping[str, str], stream: str) -> bytes:
-    """The start of a message's header section: the version line, `headers` (ours win over theirs) and the
-    expected stream. A message appends its `Nats-Msg-Id` line and the blank line (`message_headers`)."""
-    lines = [b"NATS/1.0\r\n"]
-    for name, value in headers.items():
-        key = name.strip()
-        if not key or key.lower() in _OWN:
-            continue
-        if not _HEADER_KEY.fullmatch(key):
-            raise BadHeaderError(key)
-        lines.append(f"{key}: {value.strip().translate(_NEWLINES)}\r\n".encode())
-    lines.append(f"{EXPECTED_STREAM}: {stream}\r\n".encode())
-    return b"".join(lines)
+class _Item:
+    """One event as sent: its checked subject, bytes, header block (trace context, expected stream) and dedup id."""
 
+    __slots__ = ("block", "data", "msg_id", "stream", "subject")
 
-def message_headers(block: bytes, msg_id: str) -> bytes:
-    return b"%s%s: %s\r\n\r\n" % (block, MSG_ID.encode(), msg_id.strip().translate(_NEWLINES).encode())
-
-
-def hpub(subject: bytes, reply: bytes, headers: bytes, payload: bytes) -> bytes:
-    """One HPUB frame, as nats-py's `hpub_cmd` writes it."""
-    size = len(headers)
-    return b"HPUB %s %s %d %d\r\n%s%s\r\n" % (subject, reply, size, size + len(payload), headers, payload)
-
-
-def checked_subject(subject: str) -> bytes:
-    if not subject or _BAD_SUBJECT.search(subject):
-        raise BadSubjectError
-    return subject.encode()
-
-
-class _Batch:
-    """The acks one batch waits for: its results by position, how many are missing, and one future for all."""
-
-    __slots__ = ("done", "missing", "results")
-
-    def __init__(self, count: int) -> None:
-        self.results: list[Published | None] = [None] * count
-        self.missing = count
-        self.done: asyncio.Future[list[Published]] = asyncio.get_running_loop().create_future()
-
-    def acked(self, index: int, published: Published) -> None:
-        if self.results[index] is None:
-            self.results[index] = published
-            self.missing -= 1
-            if not self.missing and not self.done.done():
-                self.done.set_result(cast(list[Published], self.results))
-
-    def failed(self, error: Exception) -> None:
-        if not self.done.done():
-            self.done.set_exception(error)
-
-
-class _Acks:
-    """The acks of this publisher's batches: one subscription to `<inbox>.*`, a reply subject per message
-    (`<inbox>.<n>`), and the batch (and position in it) each one's ack completes. nats-py resubscribes it after a
-    reconnect and keeps unsent frames in its pending buffer, as for its own publishes."""
-
-    def __init__(self, nc: Client) -> None:
-        self._nc = nc
-        self._prefix = ""
-        self._next = 0
-        self._waiting: dict[str, tuple[_Batch, int]] = {}
-        self._lock = asyncio.Lock()
-
-    async def prefix(self) -> str:
-        if not self._prefix:
-            async with self._lock:
-                if not self._prefix:
-                    prefix = self._nc.new_inbox() + "."
-                    await self._nc.subscribe(prefix + "*", cb=self._on_ack)
-                    self._prefix = prefix
-        return self._prefix
-
-    def expect(self, count: int, prefix: str) -> tuple[list[str], _Batch]:
-        """`count` reply subjects and the batch their acks complete."""
-        batch = _Batch(count)
-        first = self._next
-        self._next += count
-        replies = [f"{prefix}{n}" for n in range(first, first + count)]
-        waiting = self._waiting
-        for index, reply in enumerate(replies):
-            waiting[reply] = (batch, index)
-        return replies, batch
-
-    def forget(self, replies: Sequence[str]) -> None:
-        for reply in replies:
-            self._waiting.pop(reply, None)
-
-    async def _on_ack(self, msg: Msg) -> None:
-        waiting = self._waiting.pop(msg.subject, None)
-        if waiting is None:
-            return
-        batch, index = waiting
-        data = msg.data
-        seq = _SEQ.search(data) if b'"error"' not in data and b'"duplicate"' not in data else None
-        if seq is not None and not msg.headers:  # the usual ack, {"stream":"X","seq":N}, read without json
-            batch.acked(index, Published(int(seq[1]), False))
-            return
-        status = msg.headers.get("Status") if msg.headers else None
-        if status is not None:  # 503: no stream listens on the subject
-            description = msg.headers.get("Description", "") if msg.headers else ""
-            batch.failed(
-                NoStreamResponseError() if status == "503" else APIError(code=int(status), description=description)
-            )
-            return
-        try:
-            response = json.loads(data)
-            if "error" in response:
-                APIError.from_error(response["error"])  # raises the error's class (nats-py's own callback lets
-                # it escape, and its publish_async then waits for ever)
-            batch.acked(index, Published(int(response["seq"]), bool(response.get("duplicate", False))))
-        except APIError as error:
-            batch.failed(error)
-        except (ValueError, KeyError, TypeError) as error:
-            batch.failed(APIError(description=f"unreadable ack: {error}"))
-
-    async def send(self, frames: list[bytes], payload_bytes: int) -> None:
-        """Queue the frames in the client's pending buffer and have its flusher write them, with the checks
-        `Client.publish` makes."""
-        nc = self._nc
-        if nc.is_closed:
-            raise ConnectionClosedError
-        if nc.is_draining_pubs:
-            raise ConnectionDrainingError
-        data = b"".join(frames)
-        if not nc.is_connected and (
-            nc._max_pending_size <= 0 or len(data) + nc._pending_data_size > nc._max_pending_size
-        ):
-            raise OutboundBufferLimitError
-        nc.stats["out_msgs"] += len(frames)
-        nc.stats["out_bytes"] += payload_bytes
-        await nc._send_command(data)
-        if nc._flush_queue is not None and nc._flush_queue.empty():
-            await nc._flush_pending()
+    def __init__(self, subject: bytes, data: bytes, block: bytes, msg_id: str, stream: str) -> None:
+        self.subject, self.data, self.block, self.msg_id, self.stream = subject, data, block, msg_id, stream
 
 
 class EventPublisher:
     def __init__(self, js: JetStreamContext) -> None:
         self.js = js
-        self._batches: _Acks | None = None
+        self._batches: Acks | None = None
+        self._group_commits: dict[str, GroupCommit[_Item]] = {}
+        self._atomic_refused: dict[str, float] = {}  # stream -> when to try atomic batches again
+        self.atomic_limit = ATOMIC_BATCH_LIMIT
 
     @property
-    def _acks(self) -> _Acks:
+    def _acks(self) -> Acks:
         if self._batches is None:
-            self._batches = _Acks(self.js._nc)
+            self._batches = Acks(self.js._nc)
         return self._batches
 
     @staticmethod
@@ -247,86 +154,177 @@ class EventPublisher:
         propagate.inject(headers)
         return headers
 
-    def _headers(self, event: Event, msg_id: str | None) -> dict[str, str]:
-        return {**self.trace_headers(), MSG_ID: msg_id or event.event_id}
-
     async def publish(self, event: Event, msg_id: str | None = None) -> Published:
-        """Publish and wait for JetStream's ack; the sequence is the write's `position`."""
+        """Publish and wait for JetStream's ack; the sequence is the write's `position`. Outside `acks_within` it
+        waits 5 s, then raises nats' TimeoutError, as nats-py's `publish` does."""
         wait = _ack_wait.get()
+        items = _Items(self.js._nc._max_payload)
+        items.add(event, encode_event(event), self.trace_headers(), msg_id or event.event_id)
         try:
-            ack = await self.js.publish(
-                subject_for(event),
-                encode_event(event),
-                stream=stream_for(event),
-                headers=self._headers(event, msg_id),
-                timeout=wait,  # None: the context's default (5 s), then nats' TimeoutError as before
-            )
-        except NatsTimeoutError as error:
+            return (await self._publish(items.items, wait if wait is not None else _PUBLISH_WAIT_S))[0]
+        except AckTimeout as timeout:
             if wait is None:
-                raise
-            raise AckTimeout(wait) from error
-        return Published(int(ack.seq), bool(ack.duplicate))
+                raise NatsTimeoutError from timeout
+            raise
 
     async def publish_many(
         self, events: Sequence[Event], msg_ids: Sequence[str | None] | None = None
     ) -> list[Published]:
-        """Send all in order without waiting between them, then wait for every ack. They share one trace
-        context (the caller's), so its headers are made once."""
+        """Publish all and wait for every ack. They share one trace context (the caller's), so its headers are made
+        once."""
         ids = msg_ids if msg_ids is not None else [None] * len(events)
         trace = self.trace_headers()
-        blocks: dict[str, bytes] = {}  # per stream
-        items = []
+        items = _Items(self.js._nc._max_payload)
         for event, msg_id in zip(events, ids, strict=True):
-            stream = stream_for(event)
-            block = blocks.get(stream)
-            if block is None:
-                block = blocks[stream] = header_block(trace, stream)
-            items.append((subject_for(event), encode_event(event), block, msg_id or event.event_id))
-        return await self._publish(items)
+            items.add(event, encode_event(event), trace, msg_id or event.event_id)
+        return await self._publish(items.items, _ack_wait.get())
 
     async def publish_outgoing(self, outgoing: Sequence[Outgoing]) -> None:
-        """Publish in order, each event with its own trace context, then wait for every ack."""
-        blocks: dict[tuple[int, str], bytes] = {}  # events of one batch share their headers' dict
-        items = []
+        """Publish all, each event with its own trace context, then wait for every ack."""
+        items = _Items(self.js._nc._max_payload)
         for o in outgoing:
-            stream = stream_for(o.event)
-            key = (id(o.headers), stream)
-            block = blocks.get(key)
-            if block is None:
-                block = blocks[key] = header_block(o.headers, stream)
-            items.append((subject_for(o.event), o.data, block, o.event.event_id))
-        await self._publish(items)
+            items.add(o.event, o.data, o.headers, o.event.event_id)
+        await self._publish(items.items, _ack_wait.get())
 
-    async def _publish(self, items: Sequence[tuple[str, bytes, bytes, str]]) -> list[Published]:
+    async def _publish(self, items: list[_Item], wait: float | None) -> list[Published]:
+        """Every event's ack in order; the first error JetStream answered (in the events' order) is raised."""
         if not items:
             return []
-        nc = self._acks._nc
-        subjects: dict[str, bytes] = {}
-        payload_bytes = 0
-        for subject, data, _, _ in items:
-            if len(data) > nc._max_payload:
-                raise MaxPayloadError
-            payload_bytes += len(data)
-            if subject not in subjects:
-                subjects[subject] = checked_subject(subject)
-        prefix = await self._acks.prefix()
-        replies, batch = self._acks.expect(len(items), prefix)
+        work = self._publish_streams(items)
+        outcomes = await (work if wait is None else _within(work, wait))
+        for outcome in outcomes:
+            if isinstance(outcome, Exception):
+                raise outcome
+        return cast(list[Published], outcomes)
+
+    async def _publish_streams(self, items: list[_Item]) -> list[Outcome]:
+        by_stream: dict[str, list[int]] = {}
+        for index, item in enumerate(items):
+            by_stream.setdefault(item.stream, []).append(index)
+        if len(by_stream) == 1:
+            return await self._publish_stream(items)
+        parts = await asyncio.gather(
+            *(self._publish_stream([items[index] for index in indices]) for indices in by_stream.values())
+        )
+        outcomes: dict[int, Outcome] = {}
+        for indices, part in zip(by_stream.values(), parts, strict=True):
+            outcomes.update(zip(indices, part, strict=True))
+        return [outcomes[index] for index in range(len(items))]
+
+    async def _publish_stream(self, items: list[_Item]) -> list[Outcome]:
+        """One stream's events: a single one joins the stream's group commit; more go as atomic batches of at most
+        the limit, each sent after the one before is answered, so that the stream keeps their order."""
+        if len(items) == 1:
+            return [await self._group_commit(items[0].stream).publish(items[0])]
+        outcomes: list[Outcome] = []
+        while len(outcomes) < len(items):
+            outcomes += await self._send(items[len(outcomes) : len(outcomes) + self.atomic_limit])
+        return outcomes
+
+    def _group_commit(self, stream: str) -> GroupCommit[_Item]:
+        group_commit = self._group_commits.get(stream)
+        if group_commit is None:
+            group_commit = self._group_commits[stream] = GroupCommit(self._send, lambda: self.atomic_limit)
+        return group_commit
+
+    async def _send(self, items: list[_Item]) -> list[Outcome]:
+        """Several events of one stream as one atomic batch when there are enough of them to save fsyncs and the
+        server and stream take it; otherwise, or when JetStream refused the batch (and so stored none of it), one
+        message at a time, each answered on its own."""
+        if len(items) >= ATOMIC_BATCH_MIN and self._atomic_allowed(items[0].stream):
+            try:
+                return await self._send_atomic(items)
+            except (APIError, NoStreamResponseError, _NotAtomic) as refused:
+                self._learn(items[0].stream, refused)
+        return await self._send_each(items)
+
+    def _atomic_allowed(self, stream: str) -> bool:
+        version = self.js._nc.connected_server_version
+        if (version.major, version.minor) < _ATOMIC_SINCE:
+            return False
+        again = self._atomic_refused.get(stream)
+        return again is None or time.monotonic() >= again
+
+    def _learn(self, stream: str, refused: Exception) -> None:
+        if not isinstance(refused, APIError):
+            return
+        if refused.err_code == _ATOMIC_DISABLED:
+            self._atomic_refused[stream] = time.monotonic() + ATOMIC_RETRY_S
+        elif refused.err_code == _TOO_LARGE and (limit := _LIMIT_IN.search(refused.description or "")):
+            self.atomic_limit = max(1, min(self.atomic_limit, int(limit[1])))
+
+    async def _send_atomic(self, items: list[_Item]) -> list[Outcome]:
+        """One atomic batch: only its last message (the commit) asks for an answer; the commit's ack names the
+        batch, its count and the last sequence, and the batch's messages hold the sequences before it."""
+        acks = self._acks
+        reply, commit = acks.expect_commit(await acks.prefix())
+        batch_id = uuid.uuid4().hex
+        *body, last = items
         frames = [
-            hpub(subjects[subject], reply.encode(), message_headers(block, msg_id), data)
-            for (subject, data, block, msg_id), reply in zip(items, replies, strict=True)
+            hpub_unanswered(item.subject, batch_message_headers(item.block, item.msg_id, batch_id, n, False), item.data)
+            for n, item in enumerate(body, 1)
+        ]
+        headers = batch_message_headers(last.block, last.msg_id, batch_id, len(items), True)
+        frames.append(hpub(last.subject, reply.encode(), headers, last.data))
+        try:
+            await acks.send(frames, sum(len(item.data) for item in items))
+            answer = await commit
+        finally:
+            acks.forget([reply])
+        error = error_of(answer)
+        if error is not None:
+            raise error
+        ack = read_ack(answer.data)
+        if ack.get("batch") != batch_id or ack.get("count") != len(items):
+            raise _NotAtomic(answer.data.decode(errors="replace"))
+        first = int(cast(int, ack["seq"])) - len(items) + 1
+        return [Published(first + n, False) for n in range(len(items))]
+
+    async def _send_each(self, items: list[_Item]) -> list[Outcome]:
+        acks = self._acks
+        replies, answers = acks.expect(len(items), await acks.prefix())
+        frames = [
+            hpub(item.subject, reply.encode(), message_headers(item.block, item.msg_id), item.data)
+            for item, reply in zip(items, replies, strict=True)
         ]
         try:
-            await self._acks.send(frames, payload_bytes)
-            return await _within(batch.done, _ack_wait.get())
+            await acks.send(frames, sum(len(item.data) for item in items))
+            return await answers.done
         except BaseException:
-            self._acks.forget(replies)
+            acks.forget(replies)
             raise
 
 
-async def _within(acks: "asyncio.Future[list[Published]]", wait: float | None) -> list[Published]:
-    if wait is None:
-        return await acks
+class _Items:
+    """Events made ready to send, checked before anything is: each subject once, each payload against the server's
+    limit; events of one stream and trace context share their header block."""
+
+    def __init__(self, max_payload: int) -> None:
+        self.items: list[_Item] = []
+        self._max_payload = max_payload
+        self._subjects: dict[str, bytes] = {}
+        self._blocks: dict[tuple[int, str], bytes] = {}
+
+    def add(self, event: Event, data: bytes, headers: Mapping[str, str], msg_id: str) -> None:
+        if len(data) > self._max_payload:
+            raise MaxPayloadError
+        subject, stream = subject_for(event), stream_for(event)
+        checked = self._subjects.get(subject)
+        if checked is None:
+            checked = self._subjects[subject] = checked_subject(subject)
+        key = (id(headers), stream)  # the events of one batch share their headers' dict
+        block = self._blocks.get(key)
+        if block is None:
+            block = self._blocks[key] = header_block(headers, stream)
+        self.items.append(_Item(checked, data, block, msg_id, stream))
+
+
+async def _within(work: Awaitable[T], wait: float) -> T:
+    bound = asyncio.timeout(wait)
     try:
-        return await asyncio.wait_for(acks, wait)
-    except TimeoutError as error:  # a failed ack sets another error: this is the bound running out
-        raise AckTimeout(wait) from error
+        async with bound:
+            return await work
+    except TimeoutError as error:
+        if bound.expired():  # not a TimeoutError from inside
+            raise AckTimeout(wait) from error
+        raise
