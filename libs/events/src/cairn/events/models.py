@@ -8,12 +8,11 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from cairn.events.agents import AgentConfig
+from cairn.events.agents import AgentConfig, ChatType
 from cairn.events.envelope import MAX_VERSION, AwareDatetime, Envelope, Token, Uuid
 from cairn.events.fields import EventTime, FreeText, Name
 
 Role = Literal["user", "assistant", "tool", "system"]
-ChatType = Literal["direct", "group", "channel"]
 ResetReason = Literal["new", "reset", "api", "idle", "daily"]
 
 MAX_TEXT_CHARS = 65_536
