@@ -10,6 +10,9 @@ GRANT USAGE ON SCHEMA indexer TO cairn_app;
 -- - ACL SCHEMA ingest
 GRANT USAGE ON SCHEMA ingest TO cairn_app;
 
+-- - ACL SCHEMA recall
+GRANT USAGE ON SCHEMA recall TO cairn_app;
+
 -- - ACL SCHEMA session
 GRANT USAGE ON SCHEMA session TO cairn_app;
 
@@ -36,6 +39,9 @@ CREATE SCHEMA indexer;
 
 -- - SCHEMA ingest
 CREATE SCHEMA ingest;
+
+-- - SCHEMA recall
+CREATE SCHEMA recall;
 
 -- - SCHEMA session
 CREATE SCHEMA session;
@@ -1768,6 +1774,69 @@ CREATE TABLE ingest.tenants (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT tenants_name_check CHECK (((length(name) >= 1) AND (length(name) <= 200)))
 );
+
+-- recall ACL FUNCTION forget_traces(p_before timestamp with time zone, p_limit integer)
+REVOKE ALL ON FUNCTION recall.forget_traces(p_before timestamp with time zone, p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION recall.forget_traces(p_before timestamp with time zone, p_limit integer) TO cairn_app;
+
+-- recall ACL TABLE traces
+GRANT SELECT,INSERT ON TABLE recall.traces TO cairn_app;
+
+-- recall CONSTRAINT traces traces_pkey
+ALTER TABLE ONLY recall.traces
+    ADD CONSTRAINT traces_pkey PRIMARY KEY (tenant_id, trace_id);
+
+-- recall FUNCTION forget_traces(timestamp with time zone, integer)
+CREATE FUNCTION recall.forget_traces(p_before timestamp with time zone, p_limit integer) RETURNS integer
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'recall'
+    AS $$
+    WITH old AS (
+        SELECT tenant_id, trace_id FROM recall.traces WHERE created_at < p_before LIMIT p_limit
+    ), gone AS (
+        DELETE FROM recall.traces t USING old WHERE t.tenant_id = old.tenant_id AND t.trace_id = old.trace_id
+        RETURNING 1
+    )
+    SELECT count(*)::int FROM gone
+$$;
+
+-- recall INDEX traces_by_age
+CREATE INDEX traces_by_age ON recall.traces USING brin (created_at);
+
+-- recall INDEX traces_of_session
+CREATE INDEX traces_of_session ON recall.traces USING btree (tenant_id, session_key, created_at DESC);
+
+-- recall POLICY traces delete_old_traces
+CREATE POLICY delete_old_traces ON recall.traces FOR DELETE TO cairn_owner USING ((created_at < (now() - '1 day'::interval)));
+
+-- recall POLICY traces sweep_old_traces
+CREATE POLICY sweep_old_traces ON recall.traces FOR SELECT TO cairn_owner USING ((created_at < (now() - '1 day'::interval)));
+
+-- recall POLICY traces tenant_isolation
+CREATE POLICY tenant_isolation ON recall.traces USING ((tenant_id = cairn.current_tenant())) WITH CHECK ((tenant_id = cairn.current_tenant()));
+
+-- recall ROW SECURITY traces
+ALTER TABLE recall.traces ENABLE ROW LEVEL SECURITY;
+
+-- recall TABLE traces
+CREATE TABLE recall.traces (
+    tenant_id uuid NOT NULL,
+    trace_id uuid NOT NULL,
+    agent_id text NOT NULL,
+    session_key text NOT NULL,
+    query text NOT NULL,
+    lane smallint,
+    outcome text NOT NULL,
+    reason text,
+    candidates jsonb DEFAULT '[]'::jsonb NOT NULL,
+    injected jsonb DEFAULT '[]'::jsonb NOT NULL,
+    timings_ms jsonb DEFAULT '{}'::jsonb NOT NULL,
+    model text,
+    tokens jsonb DEFAULT '{}'::jsonb NOT NULL,
+    fallbacks text[] DEFAULT '{}'::text[] NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+ALTER TABLE ONLY recall.traces FORCE ROW LEVEL SECURITY;
 
 -- session ACL FUNCTION open_many(p_tenants uuid[], p_agents text[], p_keys text[], p_new_ids uuid[], p_chat_types text[], p_channels text[], p_ext_tenants uuid[], p_ext_channels text[], p_ext_ids text[])
 GRANT ALL ON FUNCTION session.open_many(p_tenants uuid[], p_agents text[], p_keys text[], p_new_ids uuid[], p_chat_types text[], p_channels text[], p_ext_tenants uuid[], p_ext_channels text[], p_ext_ids text[]) TO cairn_app;

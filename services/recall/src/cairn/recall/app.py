@@ -15,6 +15,9 @@ from cairn.recall.memory_ranking import RankingOptions
 from cairn.recall.memory_search import MemorySearch
 from cairn.recall.progress import IndexProgress
 from cairn.recall.queries import ReadStore
+from cairn.recall.recall_bounds import Breaker, ResultCache
+from cairn.recall.recall_traces import TraceStore, TraceSweep
+from cairn.recall.recall_traces_api import router as traces_router
 from cairn.recall.sessions_api import router as sessions_router
 from cairn.recall.settings import RecallSettings
 
@@ -33,12 +36,18 @@ def create_app(settings: RecallSettings) -> FastAPI:
         runtime.extras["embedder"] = embedder
         runtime.extras["memory_reads"] = MemoryReads(runtime.pool, progress=progress)
         runtime.extras["memory_search"] = MemorySearch(runtime.extras["memory_reads"], embedder, options)
-        return [progress]
+        trace = settings.trace
+        traces = TraceStore(runtime.pool, runtime.publisher, save_wait_s=trace.save_wait_s,
+                            store_within_s=trace.store_within_s)  # fmt: skip
+        runtime.extras["traces"] = traces
+        runtime.extras["breaker"] = Breaker(runtime.redis)
+        runtime.extras["recall_cache"] = ResultCache(runtime.redis)
+        return [progress, TraceSweep(traces, trace.retention_days, trace.sweep_every_s)]
 
     return create_service_app(
         "recall",
         settings,
-        routers=[router, sessions_router, files_router, memory_router],
+        routers=[router, sessions_router, files_router, memory_router, traces_router],
         wire=wire,
         description="The read door: session search, history, memory files and memory search, recall.",
     )
