@@ -2081,7 +2081,8 @@ CREATE TABLE session.sessions (
     message_count integer DEFAULT 0 NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    last_activity_at timestamp with time zone
+    last_activity_at timestamp with time zone,
+    active_memory boolean DEFAULT true NOT NULL
 );
 ALTER TABLE ONLY session.sessions FORCE ROW LEVEL SECURITY;
 
