@@ -3,6 +3,7 @@
 from fastapi import FastAPI
 
 from cairn.delivery.pull import Consumer
+from cairn.llm import Models
 from cairn.memindex import LocalEmbedder, create_embedder
 from cairn.platform.runtime import Runtime, create_service_app, serve
 from cairn.recall.api import router
@@ -15,7 +16,10 @@ from cairn.recall.memory_ranking import RankingOptions
 from cairn.recall.memory_search import MemorySearch
 from cairn.recall.progress import IndexProgress
 from cairn.recall.queries import ReadStore
+from cairn.recall.recall_api import Recaller
+from cairn.recall.recall_api import router as recall_router
 from cairn.recall.recall_bounds import Breaker, ResultCache
+from cairn.recall.recall_reads import RecallReads
 from cairn.recall.recall_traces import TraceStore, TraceSweep
 from cairn.recall.recall_traces_api import router as traces_router
 from cairn.recall.sessions_api import router as sessions_router
@@ -42,12 +46,25 @@ def create_app(settings: RecallSettings) -> FastAPI:
         runtime.extras["traces"] = traces
         runtime.extras["breaker"] = Breaker(runtime.redis)
         runtime.extras["recall_cache"] = ResultCache(runtime.redis)
+        runtime.extras["recaller"] = Recaller(
+            reads=RecallReads(runtime.pool),
+            memory_search=runtime.extras["memory_search"],
+            memory_reads=runtime.extras["memory_reads"],
+            sessions=runtime.extras["reads"],
+            documents=runtime.extras["documents"],
+            history=runtime.extras["history"],
+            models=Models(settings.llm, runtime.pool),
+            breaker=runtime.extras["breaker"],
+            cache=runtime.extras["recall_cache"],
+            traces=traces,
+            consistency_wait_s=settings.consistency_wait_s,
+        )
         return [progress, TraceSweep(traces, trace.retention_days, trace.sweep_every_s)]
 
     return create_service_app(
         "recall",
         settings,
-        routers=[router, sessions_router, files_router, memory_router, traces_router],
+        routers=[router, sessions_router, files_router, memory_router, recall_router, traces_router],
         wire=wire,
         description="The read door: session search, history, memory files and memory search, recall.",
     )

@@ -6,6 +6,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from cairn.edge.settings import HttpSettings, http_defaults
+from cairn.llm import LlmSettings
 from cairn.memindex import EmbeddingSettings
 from cairn.platform.settings import ServiceSettings
 
@@ -45,3 +46,4 @@ class RecallSettings(ServiceSettings):
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     memory_search: MemorySearchSettings = Field(default_factory=MemorySearchSettings)
     trace: RecallTraceSettings = Field(default_factory=RecallTraceSettings)
+    llm: LlmSettings = Field(default_factory=LlmSettings)
