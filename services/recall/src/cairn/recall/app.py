@@ -3,6 +3,7 @@
 from fastapi import FastAPI
 
 from cairn.delivery.pull import Consumer
+from cairn.llm import Models
 from cairn.memindex import LocalEmbedder, create_embedder
 from cairn.platform.runtime import Runtime, create_service_app, serve
 from cairn.recall.api import router
@@ -17,6 +18,7 @@ from cairn.recall.progress import IndexProgress
 from cairn.recall.queries import ReadStore
 from cairn.recall.sessions_api import router as sessions_router
 from cairn.recall.settings import RecallSettings
+from cairn.recall.usage_api import router as usage_router
 
 
 def create_app(settings: RecallSettings) -> FastAPI:
@@ -25,6 +27,7 @@ def create_app(settings: RecallSettings) -> FastAPI:
         runtime.extras["reads"] = ReadStore(runtime.pool, progress)
         runtime.extras["history"] = HistoryStore(runtime.pool)
         runtime.extras["documents"] = DocumentStore(runtime.pool)
+        runtime.extras["models"] = Models(settings.llm, runtime.pool)
         embedder = create_embedder(settings.embedding)
         if isinstance(embedder, LocalEmbedder):
             embedder.load()  # once per process, so the first search does not pay for it
@@ -38,7 +41,7 @@ def create_app(settings: RecallSettings) -> FastAPI:
     return create_service_app(
         "recall",
         settings,
-        routers=[router, sessions_router, files_router, memory_router],
+        routers=[router, sessions_router, files_router, memory_router, usage_router],
         wire=wire,
         description="The read door: session search, history, memory files and memory search, recall.",
     )

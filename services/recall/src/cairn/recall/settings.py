@@ -6,6 +6,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from cairn.edge.settings import HttpSettings, http_defaults
+from cairn.llm import LlmSettings
 from cairn.memindex import EmbeddingSettings
 from cairn.platform.settings import ServiceSettings
 
@@ -21,6 +22,7 @@ class MemorySearchSettings(BaseSettings):
 
 class RecallSettings(ServiceSettings):
     http: HttpSettings = Field(default_factory=http_defaults(8084))
+    llm: LlmSettings = Field(default_factory=LlmSettings)
     consistency_wait_s: float = Field(default=5.0, ge=0, le=30, description="bound of a read-your-writes wait")
     dead_letters_wait_s: float = Field(
         default=1.0, gt=0, le=10, description="bound of the dead-letter count in memory status (NATS may be away)"
