@@ -56,11 +56,21 @@ GRANT ALL ON FUNCTION cairn.current_tenant() TO cairn_app;
 REVOKE ALL ON FUNCTION cairn.forget_processed(p_consumer text, p_before timestamp with time zone, p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION cairn.forget_processed(p_consumer text, p_before timestamp with time zone, p_limit integer) TO cairn_app;
 
+-- cairn ACL TABLE model_usage
+GRANT SELECT,INSERT,UPDATE ON TABLE cairn.model_usage TO cairn_app;
+
 -- cairn ACL TABLE outbox
 GRANT SELECT,INSERT,DELETE ON TABLE cairn.outbox TO cairn_app;
 
 -- cairn ACL TABLE processed_events
 GRANT SELECT,INSERT,DELETE ON TABLE cairn.processed_events TO cairn_app;
+
+-- cairn ACL TABLE tenant_models
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE cairn.tenant_models TO cairn_app;
+
+-- cairn CONSTRAINT model_usage model_usage_pkey
+ALTER TABLE ONLY cairn.model_usage
+    ADD CONSTRAINT model_usage_pkey PRIMARY KEY (tenant_id, day, purpose, model);
 
 -- cairn CONSTRAINT outbox outbox_pkey
 ALTER TABLE ONLY cairn.outbox
@@ -69,6 +79,10 @@ ALTER TABLE ONLY cairn.outbox
 -- cairn CONSTRAINT processed_events processed_events_pkey
 ALTER TABLE ONLY cairn.processed_events
     ADD CONSTRAINT processed_events_pkey PRIMARY KEY (consumer, event_id);
+
+-- cairn CONSTRAINT tenant_models tenant_models_pkey
+ALTER TABLE ONLY cairn.tenant_models
+    ADD CONSTRAINT tenant_models_pkey PRIMARY KEY (tenant_id);
 
 -- cairn FUNCTION admit_tenant_batches(regclass)
 CREATE FUNCTION cairn.admit_tenant_batches(tbl regclass) RETURNS void
@@ -129,6 +143,12 @@ $$;
 -- cairn INDEX processed_events_by_age
 CREATE INDEX processed_events_by_age ON cairn.processed_events USING brin (processed_at);
 
+-- cairn POLICY model_usage tenant_batch
+CREATE POLICY tenant_batch ON cairn.model_usage TO cairn_projector USING ((tenant_id = ANY (( SELECT cairn.batch_tenants() AS batch_tenants)::uuid[]))) WITH CHECK ((tenant_id = ANY (( SELECT cairn.batch_tenants() AS batch_tenants)::uuid[])));
+
+-- cairn POLICY model_usage tenant_isolation
+CREATE POLICY tenant_isolation ON cairn.model_usage USING ((tenant_id = cairn.current_tenant())) WITH CHECK ((tenant_id = cairn.current_tenant()));
+
 -- cairn POLICY outbox delete_old_records
 CREATE POLICY delete_old_records ON cairn.outbox FOR DELETE TO cairn_owner USING ((created_at < (now() - '01:00:00'::interval)));
 
@@ -153,11 +173,40 @@ CREATE POLICY tenant_batch ON cairn.processed_events TO cairn_projector USING ((
 -- cairn POLICY processed_events tenant_isolation
 CREATE POLICY tenant_isolation ON cairn.processed_events USING ((tenant_id = cairn.current_tenant())) WITH CHECK ((tenant_id = cairn.current_tenant()));
 
+-- cairn POLICY tenant_models tenant_batch
+CREATE POLICY tenant_batch ON cairn.tenant_models TO cairn_projector USING ((tenant_id = ANY (( SELECT cairn.batch_tenants() AS batch_tenants)::uuid[]))) WITH CHECK ((tenant_id = ANY (( SELECT cairn.batch_tenants() AS batch_tenants)::uuid[])));
+
+-- cairn POLICY tenant_models tenant_isolation
+CREATE POLICY tenant_isolation ON cairn.tenant_models USING ((tenant_id = cairn.current_tenant())) WITH CHECK ((tenant_id = cairn.current_tenant()));
+
+-- cairn ROW SECURITY model_usage
+ALTER TABLE cairn.model_usage ENABLE ROW LEVEL SECURITY;
+
 -- cairn ROW SECURITY outbox
 ALTER TABLE cairn.outbox ENABLE ROW LEVEL SECURITY;
 
 -- cairn ROW SECURITY processed_events
 ALTER TABLE cairn.processed_events ENABLE ROW LEVEL SECURITY;
+
+-- cairn ROW SECURITY tenant_models
+ALTER TABLE cairn.tenant_models ENABLE ROW LEVEL SECURITY;
+
+-- cairn TABLE model_usage
+CREATE TABLE cairn.model_usage (
+    tenant_id uuid NOT NULL,
+    day date NOT NULL,
+    purpose text NOT NULL,
+    model text NOT NULL,
+    calls bigint DEFAULT 0 NOT NULL,
+    failures bigint DEFAULT 0 NOT NULL,
+    prompt_tokens bigint DEFAULT 0 NOT NULL,
+    completion_tokens bigint DEFAULT 0 NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT model_usage_counts_check CHECK (((calls >= 0) AND (failures >= 0) AND (prompt_tokens >= 0) AND (completion_tokens >= 0))),
+    CONSTRAINT model_usage_model_check CHECK (((length(model) >= 1) AND (length(model) <= 200))),
+    CONSTRAINT model_usage_purpose_check CHECK (((length(purpose) >= 1) AND (length(purpose) <= 64)))
+);
+ALTER TABLE ONLY cairn.model_usage FORCE ROW LEVEL SECURITY;
 
 -- cairn TABLE outbox
 CREATE TABLE cairn.outbox (
@@ -178,6 +227,19 @@ CREATE TABLE cairn.processed_events (
     processed_at timestamp with time zone DEFAULT now() NOT NULL
 );
 ALTER TABLE ONLY cairn.processed_events FORCE ROW LEVEL SECURITY;
+
+-- cairn TABLE tenant_models
+CREATE TABLE cairn.tenant_models (
+    tenant_id uuid NOT NULL,
+    base_url text NOT NULL,
+    model text NOT NULL,
+    api_key text,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT tenant_models_api_key_check CHECK (((length(api_key) >= 1) AND (length(api_key) <= 4000))),
+    CONSTRAINT tenant_models_base_url_check CHECK (((length(base_url) >= 1) AND (length(base_url) <= 2000))),
+    CONSTRAINT tenant_models_model_check CHECK (((length(model) >= 1) AND (length(model) <= 200)))
+);
+ALTER TABLE ONLY cairn.tenant_models FORCE ROW LEVEL SECURITY;
 
 -- consolidation ACL TABLE document_versions
 GRANT SELECT,INSERT,UPDATE ON TABLE consolidation.document_versions TO cairn_app;

@@ -7,6 +7,7 @@ from cairn.llm.models import TENANT_CACHE_S, Models
 from cairn.llm.replies import ChatResult, ModelError, ModelUnavailable, ToolCall, Usage
 from cairn.llm.settings import LlmSettings
 from cairn.llm.store import ModelStore, TenantModel, UsageRow
+from cairn.llm.usage import UsageReport, WindowError, usage_report, usage_window
 
 __all__ = [
     "MAX_RESPONSE_BYTES",
@@ -21,7 +22,11 @@ __all__ = [
     "TenantModel",
     "ToolCall",
     "Usage",
+    "UsageReport",
     "UsageRow",
+    "WindowError",
     "canonical_host",
     "override_refusal",
+    "usage_report",
+    "usage_window",
 ]

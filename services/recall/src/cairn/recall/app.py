@@ -24,6 +24,7 @@ from cairn.recall.recall_traces import TraceStore, TraceSweep
 from cairn.recall.recall_traces_api import router as traces_router
 from cairn.recall.sessions_api import router as sessions_router
 from cairn.recall.settings import RecallSettings
+from cairn.recall.usage_api import router as usage_router
 
 
 def create_app(settings: RecallSettings) -> FastAPI:
@@ -32,6 +33,7 @@ def create_app(settings: RecallSettings) -> FastAPI:
         runtime.extras["reads"] = ReadStore(runtime.pool, progress)
         runtime.extras["history"] = HistoryStore(runtime.pool)
         runtime.extras["documents"] = DocumentStore(runtime.pool)
+        runtime.extras["models"] = Models(settings.llm, runtime.pool)
         embedder = create_embedder(settings.embedding)
         if isinstance(embedder, LocalEmbedder):
             embedder.load()  # once per process, so the first search does not pay for it
@@ -53,7 +55,7 @@ def create_app(settings: RecallSettings) -> FastAPI:
             sessions=runtime.extras["reads"],
             documents=runtime.extras["documents"],
             history=runtime.extras["history"],
-            models=Models(settings.llm, runtime.pool),
+            models=runtime.extras["models"],
             breaker=runtime.extras["breaker"],
             cache=runtime.extras["recall_cache"],
             traces=traces,
@@ -64,7 +66,7 @@ def create_app(settings: RecallSettings) -> FastAPI:
     return create_service_app(
         "recall",
         settings,
-        routers=[router, sessions_router, files_router, memory_router, recall_router, traces_router],
+        routers=[router, sessions_router, files_router, memory_router, recall_router, traces_router, usage_router],
         wire=wire,
         description="The read door: session search, history, memory files and memory search, recall.",
     )

@@ -33,6 +33,7 @@ class RecallTraceSettings(BaseSettings):
 
 class RecallSettings(ServiceSettings):
     http: HttpSettings = Field(default_factory=http_defaults(8084))
+    llm: LlmSettings = Field(default_factory=LlmSettings)
     consistency_wait_s: float = Field(default=5.0, ge=0, le=30, description="bound of a read-your-writes wait")
     dead_letters_wait_s: float = Field(
         default=1.0, gt=0, le=10, description="bound of the dead-letter count in memory status (NATS may be away)"
@@ -46,4 +47,3 @@ class RecallSettings(ServiceSettings):
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     memory_search: MemorySearchSettings = Field(default_factory=MemorySearchSettings)
     trace: RecallTraceSettings = Field(default_factory=RecallTraceSettings)
-    llm: LlmSettings = Field(default_factory=LlmSettings)
