@@ -31,7 +31,7 @@ class CueTable:
     self_: re.Pattern[str]  # the user or their family ("I", "我", "私", "내")
     self_past: re.Pattern[str]  # the user as the subject of a past-tense verb ("did I", "我去过", "내가 갔")
     plan: re.Pattern[str]  # the user's plans and commitments ("my flight", "安排", "予定", "일정")
-    fact: re.Pattern[str]  # facts the user may have told (name, address …): count only about the user
+    fact: re.Pattern[str]  # things the user may have told (flight, name …): count about the user or a coming day
     future_time: re.Pattern[str]  # a future time ("tomorrow", "下周", "来週", "다음 주")
     scheduled: re.Pattern[str]  # a scheduled doing ("am I going", "去", "行く", "만나"): with a future time, a plan
     advice: re.Pattern[str]  # how-to, advice, weather, a request to do something new: not about what was told
@@ -43,7 +43,7 @@ def _table(**patterns: str) -> CueTable:
     return CueTable(**{name: re.compile(pattern) for name, pattern in patterns.items()})
 
 
-_EN_WH = r"(?:what|wat|wut|whats|when|whens|where|wheres|who|whos|whose|whom|which|why|how|hows)(?:'s|'re|'d|'ll)?"
+_EN_WH = r"(?:what|wat|wut|whats|when|whn|whens|where|wheres|who|whos|whose|whom|which|why|how|hows)(?:'s|'re|'d|'ll)?"
 _EN_CLAUSE = (
     r"(?:^|[,.!;:\n]\s*|\b(?:and|but|so|also|btw|oh|hey|hi|ok|okay|um|uh|wait|sorry|anyway|then|hmm+|lol|yo|"
     r"quick question|actually|remind me)\s+)"
@@ -127,7 +127,7 @@ ENGLISH = _table(
     advice=(
         r"\bhow (?:do|can|could|should|would|to|might)\b|\bshould\b|\bwhy\b|\bhelp me\b|\bwould (?:you|u)\b"
         r"|\bwhat(?:'s| is| are)? (?:a |some |the )?(?:good|best|nice|great|cheap|fun)\b"
-        r"|\b(?:ideas?|tips?|advice|suggestions?|recommend|recommendations?)\b"
+        r"|\b(?:ideas?(?!\s+(?:when|what|where|who|which|if|whether)\b)|tips?|advice|suggestions?|recommend|recommendations?)\b"
         r"|\b(?:can|could) (?:you|u)\s+(?:please\s+)?(?!tell|remind|check|look|find|show|list|give|pull|read)\w+"
         r"|\b(?:weather|forecast|rain|snow|umbrella|temperature|traffic)\b"
     ),
@@ -157,23 +157,25 @@ CHINESE = _table(
     past=(
         rf"{_ZH_CHAT_VERB}过|(?:上次|上回|之前|刚才|刚刚|那天|那次|前几天|早些时候|前面|先前)[^，。？?!！]{{0,12}}?"
         rf"(?:{_ZH_CHAT_VERB}|看|去|买|吃|订)|(?:我|我们|咱们|你)[^，。？?]{{0,6}}?(?:{_ZH_CHAT_VERB}|提到|谈到)的"
-        r"(?!对|没错|不对|有道理)|(?:说|约|定|商量)好的|聊到|提到过|(?:上次|上回|那天|之前|刚才)那|跟你说过|和你说过"
+        r"(?!对|没错|不对|有道理)|(?:说|约|定|商量)好|聊到|提到过|(?:上次|上回|那天|之前|刚才)那|跟你说过|和你说过"
     ),
     past_time=r"昨天|前天|昨晚|上周|上个?星期|上个?礼拜|上个?月|去年|前年|以前|之前|当时|那时候?|上次|上回|那次|前阵子|前段时间",
     self_=rf"{_ZH_SELF}|老婆|老公|媳妇|女朋友|男朋友|爸|妈|儿子|女儿|孩子",
     self_past=(
         rf"{_ZH_SELF}[^，。？?]{{0,8}}?(?<![不超经通难路])过(?![年来去得几日节生])"
         rf"|{_ZH_SELF}[^，。？?]{{0,8}}?了{_ZH_INTERROGATIVE}|{_ZH_SELF}[^，。？?]{{0,4}}?是(?:什么时候|哪|在哪)[^，。？?]{{0,8}}?的"
+        r"|(?:昨天|前天|昨晚|上周|上个?星期|上个?礼拜|上个?月|去年|前年|上次|上回|那次|那天)[^，。？?]{0,8}?"
+        r"(?:去|吃|买|见|看|住|喝|玩|用|订)(?:过|了|的)"  # the subject dropped: "上周去的那家店"
     ),
-    plan=(
-        r"安排|计划|日程|行程|航班|班机|机票|火车|高铁|动车|车票|预约|预订|预定|约会|会议|开会|面试|考试|截止|"
-        r"生日|纪念日|待办|任务|聚会|饭局|签证|酒店|出差|旅行|旅游|婚礼|复诊|看牙|体检|约了|有约|登机|值班|上课|"
-        r"deadline|ddl|meeting|schedule|flight|appointment"
+    plan=r"安排|计划|日程|行程|待办|约会|有约|约了|deadline|ddl|schedule",
+    fact=(
+        r"航班|班机|机票|火车|高铁|动车|车票|预约|预订|预定|会议|开会|有会|面试|考试|截止|生日|纪念日|任务|聚会|饭局|签证"
+        r"|酒店|出差|旅行|旅游|婚礼|复诊|看牙|体检|登机|值班|上课|名字|地址|电话|号码|密码|房间号|座位|车位|过敏|血型"
+        r"|尺码|账号|meeting|flight|appointment"
     ),
-    fact=r"名字|地址|电话|号码|密码|房间号|座位|车位|过敏|血型|尺码|账号",
     future_time=(
         rf"明天|后天|大后天|下周|下个?星期|下个?礼拜|下个?月|明年|今晚|今天|今儿|周末|这周|本周|月底|年底|过几天"
-        rf"|待会|一会儿?|下次|回头|{_ZH_DAY}"
+        rf"|待会|一会儿?|下次|回头|上午|下午|中午|晚上|早上|明早|明晚|{_ZH_DAY}"
     ),
     scheduled=r"去|出发|见|飞|走|到|回|约|开会|上班|上课|集合|碰头|碰面|干嘛|干什么|做什么|有事|有空|忙",
     advice=(
@@ -204,13 +206,17 @@ JAPANESE = _table(
     ),
     past_time=r"昨日|きのう|おととい|一昨日|先週|先月|去年|昨年|昨夜|ゆうべ|昔|この前|こないだ|先日",
     self_=rf"{_JA_SELF}|私たち|僕ら|僕たち|俺たち|うちら|一緒に|妻|夫|嫁|旦那|母|父|息子|娘|彼女|彼氏",
-    self_past=rf"{_JA_SELF}[^。？?]{{0,15}}?(?:った|いた|した|んだ|てた|だった|きた|みた)(?!ら|り|い)",
-    plan=(
-        r"予定|スケジュール|計画|プラン|約束|予約|フライト|飛行機|航空便|便名|新幹線|会議|ミーティング|打ち合わせ"
-        r"|面接|試験|テスト|締め?切り?|〆切|期限|誕生日|記念日|旅行|出張|アポ|用事|待ち合わせ|集合|飲み会|歯医者"
-        r"|診察|通院|シフト|タスク|やること|結婚式|パーティー|デート|deadline|meeting|schedule|flight"
+    self_past=(
+        rf"{_JA_SELF}[^。？?]{{0,15}}?(?:った|いた|した|んだ|てた|だった|きた|みた)(?!ら|り|い)"
+        r"|(?:昨日|きのう|おととい|先週|先月|去年|昨年|昨夜|ゆうべ)[^。？?]{0,10}?"
+        r"(?:行った|会った|買った|食べた|見た|泊まった|飲んだ|読んだ|訪れた|行ってきた)"  # the subject dropped
     ),
-    fact=r"名前|住所|電話番号|番号|パスワード|部屋番号|座席|アレルギー|サイズ|暗証番号",
+    plan=r"予定|スケジュール|プラン|約束|予約|用事|アポ|待ち合わせ|やること|タスク|schedule|deadline",
+    fact=(
+        r"計画|フライト|飛行機|航空便|便名|新幹線|会議|ミーティング|打ち合わせ|面接|試験|テスト|締め?切り?|〆切|期限"
+        r"|誕生日|記念日|旅行|出張|集合|飲み会|歯医者|診察|通院|シフト|結婚式|パーティー|デート|ホテル|名前|住所"
+        r"|電話番号|番号|パスワード|部屋番号|座席|アレルギー|サイズ|暗証番号|meeting|flight"
+    ),
     future_time=r"明日|あした|あす|明後日|あさって|来週|来月|来年|今週末?|週末|今夜|今晩|今日|きょう|次回|今度|[月火水木金土日]曜",
     scheduled=r"行く|行きます|出発|会う|会います|出る|着く|帰る|集合|発つ|出かけ|何する|何をする|何やる|あるの|ある\?|ありますか",
     advice=(
@@ -241,22 +247,27 @@ KOREAN = _table(
     past=(
         r"지난\s?번|저번|아까|예전에|얼마\s?전|그때|그 때|(?:^|[.!?,]\s*)전에"
         r"|전에\s*(?:말|얘기|이야기|알려|추천|했|정|약속|물어)"
-        rf"|(?:말|얘기|이야기|추천|결정|약속|상의|논의|대화|언급|정|알려\s?주|물어\s?보|말해\s?주)(?:{_KO_PAST}|한|하던|던)"
+        rf"|(?:말|얘기|이야기|추천|결정|약속|상의|논의|대화|언급|정|알려\s?주|물어\s?보|말해\s?주)(?:{_KO_PAST}|한|하던|던|(?:해\s?)?(?:준|줬))"
         r"|기로\s?(?:했|한)|말씀하신|말씀드린"
     ),
     past_time=r"어제|그제|그저께|지난\s?주|지난\s?달|작년|지난\s?해|어젯밤|옛날|예전",
     self_=rf"{_KO_SELF}|내가|제가|엄마|아빠|아내|남편|와이프|여자\s?친구|남자\s?친구|여친|남친|아들|딸(?!기)",
-    self_past=rf"(?:{_KO_SELF}|내가|제가)[^.?!]{{0,15}}?{_KO_PAST}",
-    plan=(
-        r"일정|계획|약속|예약|비행기|항공편|비행편|항공권|기차|ktx|회의|미팅|면접|시험|마감|스케줄|여행|출장|생일"
-        r"|기념일|모임|회식|진료|치과|데드라인|할\s?일|투두|발표|행사|결혼식|수업|deadline|meeting|schedule|flight"
+    self_past=(
+        rf"(?:{_KO_SELF}|내가|제가)[^.?!]{{0,15}}?{_KO_PAST}"
+        r"|(?:어제|그제|지난\s?주|지난\s?달|작년|지난\s?해|어젯밤)[^.?!]{0,12}?"
+        r"(?:갔|먹었|샀|봤|만났|묵었|마셨|읽었|다녀왔|했던)"  # the subject dropped
     ),
-    fact=r"이름|주소|전화\s?번호|번호|비밀\s?번호|비번|호수|좌석|알레르기|사이즈",
+    plan=r"일정|계획|약속|예약|스케줄|할\s?일|투두|schedule|deadline",
+    fact=(
+        r"비행기|항공편|비행편|항공권|기차|ktx|회의|미팅|면접|시험|마감|여행|출장|생일|기념일|모임|회식|진료|치과"
+        r"|데드라인|발표|행사|결혼식|수업|호텔|이름|주소|전화\s?번호|번호|비밀\s?번호|비번|호수|좌석|알레르기|사이즈"
+        r"|meeting|flight"
+    ),
     future_time=r"내일|모레|다음\s?주|다음\s?달|내년|이번\s?주말?|주말|오늘\s?밤|오늘|이따가?|나중에|[월화수목금토일]요일",
-    scheduled=r"가(?:야|는|나|니|요|기로)|갈|출발|만나|만날|떠나|떠날|도착|모이|모일|뭐\s?해|뭐\s?하|뭐\s?있|있어\?|있나|있니",
+    scheduled=r"가(?:야|는|나|니|요|기로|\?|$)|갈|출발|만나|만날|떠나|떠날|도착|모이|모일|뭐\s?해|뭐\s?하|뭐\s?있|있어\?|있나|있니",
     advice=(
         r"어떻게\s?(?:해야|하면|하지|할까)|방법|추천\s?(?:해\s?줘|해\s?주|좀|할)|뭐가\s?좋|뭘\s?입|날씨|비\s?와|비가"
-        r"|해야\s?(?:돼|되|할까|하나)|좋을까|할까|(?:예약|추가|설정|등록|취소|변경|작성)\s?해\s?(?:줘|주|줄)"
+        r"|좋을까|할까|(?:예약|추가|설정|등록|취소|변경|작성)\s?해\s?(?:줘|주|줄)"
         r"|(?:잡아|넣어|만들어)\s?(?:줘|주)"
     ),
 )

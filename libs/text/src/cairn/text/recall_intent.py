@@ -101,7 +101,12 @@ def _decide(cues: _Cues) -> tuple[bool, str | None]:
         return False, "statement" if past else None
     if past:
         return True, past
-    plan = cues.find("plan") or cues.both("fact", "self_") or cues.both("future_time", "scheduled")
+    plan = (
+        cues.find("plan")
+        or cues.both("fact", "self_")
+        or cues.both("fact", "future_time")
+        or cues.both("future_time", "scheduled")
+    )
     if not plan:
         return False, None
     advice = cues.find("advice")
