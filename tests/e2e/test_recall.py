@@ -98,9 +98,11 @@ def plain(tenant: Tenant) -> Recall:
 
 
 @pytest.fixture
-def modelled(tenant: Tenant, model_recall_url: str, model_server: ModelServer) -> Recall:
+def modelled(tenant: Tenant, model_recall_url: str, model_server: ModelServer) -> Iterator[Recall]:
     """Through the recall replica whose model is the test server."""
-    return Recall(tenant, model_recall_url)
+    recall = Recall(tenant, model_recall_url)
+    yield recall
+    recall.client.close()
 
 
 def _yesterday() -> str:
