@@ -195,6 +195,36 @@ def test_the_seeds_story_without_a_model_is_an_extractive_summary_reported_as_su
     assert plain.recall(plain.dashboard(), "我明天去上海")["outcome"] == "none"
 
 
+def test_the_same_question_within_15_s_is_answered_from_the_cache(modelled: Recall, model_server: ModelServer) -> None:
+    session = modelled.dashboard()
+    model_server.script(Reply("You chose the blue logo."))
+    first = modelled.recall(session, "what did we decide about the logo?")
+    assert first["outcome"] == "injected", first
+    start = len(model_server.requests)
+    again = modelled.recall(session, "what did we decide about the logo?")
+    assert (again["outcome"], again["block"], again["items"]) == (first["outcome"], first["block"], first["items"])
+    assert again["trace_id"] != first["trace_id"]
+    assert _requests_since(model_server, start) == []
+    model_server.script(Reply("NONE"))
+    assert modelled.recall(modelled.dashboard(), "what did we decide about the logo?")["outcome"] == "none"
+
+
+def test_model_tokens_are_accounted_to_the_tenant_under_recall(modelled: Recall, model_server: ModelServer) -> None:
+    model_server.script(CallTools(("memory_search", {"query": "logo"})), Reply("NONE"))
+    modelled.recall(modelled.dashboard(), "what did we decide about the logo?")
+
+    def recall_usage() -> dict[str, Any] | None:
+        report = modelled.tenant.recall.get("/v1/usage").json()
+        lines = [d for d in report["days"] if d["purpose"] == "recall"]
+        return lines[0] if lines and lines[0]["calls"] == 2 else None
+
+    deadline = time.monotonic() + 10
+    while (line := recall_usage()) is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert line is not None
+    assert (line["model"], line["prompt_tokens"], line["completion_tokens"]) == ("test-model", 31, 12)
+
+
 def test_none_from_the_model_injects_nothing(modelled: Recall, model_server: ModelServer) -> None:
     model_server.script(Reply("NONE"))
     answer = modelled.recall(modelled.dashboard(), "what did we decide about the logo?")
@@ -244,6 +274,20 @@ def test_a_model_that_hangs_times_out_at_the_deadline_and_is_cancelled_and_opens
     answer = modelled.recall(modelled.dashboard(), "what did we decide about the logo? (after)")
     assert answer["outcome"] == "circuit_open", answer
     assert _requests_since(model_server, start) == []
+
+
+def test_the_caller_hanging_up_cancels_the_model_call(
+    tenant: Tenant, model_recall_url: str, model_server: ModelServer
+) -> None:
+    recall = Recall(tenant, model_recall_url)
+    recall.client.close()
+    model_server.script(then=Hang())
+    disconnects = model_server.disconnects
+    body = {"session_key": recall.dashboard(), "text": "what did we decide about the logo?", "chat_type": "direct"}
+    impatient = httpx.Client(base_url=model_recall_url, headers=tenant.recall.headers, timeout=2)
+    with impatient, pytest.raises(httpx.ReadTimeout):
+        impatient.post("/v1/recall", json=body)  # the default deadline is 15 s: the caller goes first
+    assert model_server.wait_for_disconnects(disconnects + 1), "the model call was abandoned with the caller"
 
 
 def test_a_tool_call_outside_the_scope_is_refused_to_the_model(modelled: Recall, model_server: ModelServer) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+import httpx
 from fastapi import APIRouter, BackgroundTasks, Request
 from pydantic import BaseModel, Field
 
@@ -21,7 +22,7 @@ from cairn.edge.auth import Tenant
 from cairn.events.agents import ActiveMemory, ChatType
 from cairn.events.envelope import POSITION_PATTERN
 from cairn.events.fields import FreeText, Name
-from cairn.llm import ModelError, Models
+from cairn.llm import ModelError, Models, ModelUnavailable
 from cairn.platform.runtime import runtime_of
 from cairn.recall.files_queries import DocumentStore
 from cairn.recall.history_queries import HistoryStore
@@ -80,6 +81,18 @@ class Answer:
     lane: Literal[1, 2] | None = None
     items: list[RecallItem] = field(default_factory=list)
     block: str | None = None
+    cacheable: bool = True  # a finished run's answer; not a model's failure, which may pass
+
+
+def _cache_entry(answer: Answer) -> dict[str, Any]:
+    items = [i.model_dump() for i in answer.items]
+    return {
+        "outcome": answer.outcome,
+        "reason": answer.reason,
+        "lane": answer.lane,
+        "block": answer.block,
+        "items": items,
+    }
 
 
 @dataclass
@@ -151,7 +164,7 @@ async def _run(r: Recaller, tenant: str, body: RecallRequest, setting: Setting, 
     if reason is not None:
         return Answer("skipped", reason)
     if body.consistent_with is not None:
-        await r.memory_reads.wait_for(tenant, body.agent_id, int(body.consistent_with), r.consistency_wait_s)
+        await _wait_for(r, tenant, body.agent_id, int(body.consistent_with))
     turns = await newest_turns(r.history, tenant, body.agent_id, body.session_key, config.query_mode)
     query = build_query(config.query_mode, body.text, turns)
     draft.query = query.search_text
@@ -175,6 +188,13 @@ async def _run(r: Recaller, tenant: str, body: RecallRequest, setting: Setting, 
         return await _lane2(r, tenant, body, setting, query, draft)
     finally:
         draft.lap("lane2", since)
+
+
+async def _wait_for(r: Recaller, tenant: str, agent: str, position: int) -> None:
+    """Read-your-writes, bounded once for both indexes: the messages (session search) and memory."""
+    ends = time.monotonic() + r.consistency_wait_s
+    await r.sessions.wait_for_index(tenant, agent, position, r.consistency_wait_s)
+    await r.memory_reads.wait_for(tenant, agent, position, max(ends - time.monotonic(), 0.0))
 
 
 def _lane2_gate(config: ActiveMemory, text: str) -> str | None:
@@ -202,8 +222,8 @@ async def _lane2(
         try:
             await lane2(client, tools, query, datetime.now(UTC).date().isoformat(), draft.run)
         except ModelError as error:
-            await r.breaker.record(tenant, body.agent_id, client.model, timed_out=False)
-            return Answer("none", f"lane 2's model failed: {error}")
+            await r.breaker.record(tenant, body.agent_id, client.model, timed_out=_timed_out(error))
+            return Answer("none", f"lane 2's model failed: {error}", cacheable=False)
         await r.breaker.record(tenant, body.agent_id, client.model, timed_out=False)
     finally:
         draft.candidates += tools.candidates
@@ -211,6 +231,11 @@ async def _lane2(
     if answer is None:
         return Answer("none", draft.run.reason)
     return Answer("injected", None, 2, [RecallItem(lane=2, text=answer, source="model")], block(answer))
+
+
+def _timed_out(error: ModelError) -> bool:
+    """The model client's own time bound (shorter than the recall's deadline) counts as a timeout too."""
+    return isinstance(error, ModelUnavailable) and isinstance(error.__cause__, TimeoutError | httpx.TimeoutException)
 
 
 async def _extractive(tools: MemoryTools, query: RecallQuery, draft: Draft) -> Answer:
@@ -238,8 +263,10 @@ async def recall(body: RecallRequest, tenant: Tenant, request: Request, backgrou
     deadline_s = config.timeout_ms / 1000 - (time.monotonic() - draft.started)
     done = await first_of(_run(r, tenant, body, setting, draft), deadline_s=deadline_s, request=request)
     answer = _ended_early(done, config) if isinstance(done, str) else done
-    if isinstance(done, str) and draft.model is not None and done == "timeout":
+    if done == "timeout" and draft.model is not None and draft.run.in_flight:
         await r.breaker.record(tenant, body.agent_id, draft.model, timed_out=True)
+    if answer.cacheable and answer.outcome in ("injected", "none") and not draft.cached:
+        await r.cache.put(tenant, body.agent_id, body.session_key, draft.query, _cache_entry(answer))
     draft.lap("total", draft.started)
     background.add_task(_afterwards, r, tenant, body, draft, answer)
     return RecallAnswer(
@@ -249,14 +276,12 @@ async def recall(body: RecallRequest, tenant: Tenant, request: Request, backgrou
 
 
 async def _afterwards(r: Recaller, tenant: str, body: RecallRequest, draft: Draft, answer: Answer) -> None:
-    """After the answer is sent: the cache (a finished run's answer only), token accounting, the trace."""
-    if answer.outcome in ("injected", "none") and not draft.cached and draft.query:
-        cached = {"outcome": answer.outcome, "reason": answer.reason, "lane": answer.lane, "block": answer.block,
-                  "items": [i.model_dump() for i in answer.items]}  # fmt: skip
-        await r.cache.put(tenant, body.agent_id, body.session_key, draft.query, cached)
+    """After the answer is sent: the trace, then the token accounting (a call cut off or failed counts as failed)."""
     await r.traces.save(tenant, _trace(body, draft, answer))
     for call in draft.run.calls:
         await r.models.record_usage(tenant, "recall", call)
+    if draft.run.in_flight:
+        await r.models.record_usage(tenant, "recall", None, failed=True, model=draft.model)
 
 
 def _trace(body: RecallRequest, draft: Draft, answer: Answer) -> RecallTrace:

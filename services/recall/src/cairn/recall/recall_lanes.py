@@ -70,6 +70,7 @@ class AgentRun:
     reason: str | None = None
     rounds: int = 0
     calls: list[ChatResult] = field(default_factory=list)
+    in_flight: bool = False  # a model call was sent and has not answered (cut off by the deadline, or failed)
 
 
 def _assistant_turn(result: ChatResult) -> dict[str, Any]:
@@ -93,7 +94,9 @@ async def lane2(client: ModelClient, tools: MemoryTools, query: RecallQuery, tod
     ]
     while True:
         offered = TOOLS if run.rounds < MAX_TOOL_ROUNDS else None
+        run.in_flight = True
         result = await client.chat(messages, tools=offered, max_tokens=ANSWER_TOKENS)
+        run.in_flight = False
         run.calls.append(result)
         if not result.tool_calls:
             run.answer = answer_sentence(result.content)
