@@ -24,6 +24,7 @@ RECALL_PATHS = {
     ("get", "/v1/memory/files/{path}"),
     ("get", "/v1/memory/files"),
     ("get", "/v1/memory/versions/{path}"),
+    ("post", "/v1/recall"),
 }
 
 
