@@ -45,6 +45,11 @@ def test_a_listed_host_is_allowed(url: str) -> None:
         ("llm.internal/v1", "http or https"),
         ("http:///v1", "name a host"),
         ("http://llm.internal:99999/v1", "valid URL"),
+        ("http://[fd00::7/v1", "valid URL"),
+        ("http://\udc80.llm.internal/v1", "valid URL"),
+        ("http://%6c%6c%6d.internal/v1", "allow-list"),  # llm.internal, percent-encoded
+        ("http://llm.internal%2f@169.254.169.254/", "user name or password"),
+        ("http://bücher.llm.internal/v1", "every URL parser"),
     ],
 )
 def test_anything_else_is_refused_naming_the_rule(url: str, rule: str) -> None:

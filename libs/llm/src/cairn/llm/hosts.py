@@ -38,7 +38,8 @@ def override_refusal(base_url: str, allowed_hosts: list[str]) -> str | None:
     if isinstance(host, _Refusal):
         return host.reason
     if host not in allowed:
-        return f"must point at a host on this deployment's allow-list (CAIRN_LLM_ALLOWED_HOSTS); {host!r} is not on it"
+        shown = host[:100]
+        return f"must point at a host on this deployment's allow-list (CAIRN_LLM_ALLOWED_HOSTS); {shown!r} is not on it"
     return None
 
 
@@ -54,7 +55,7 @@ def _parsed_host(base_url: str) -> "str | _Refusal":
         split = urlsplit(base_url)
         split.port  # noqa: B018  (raises on a port that is not a number in range)
         url = httpx.URL(base_url)
-    except ValueError as error:  # httpx.InvalidURL is a ValueError too
+    except (ValueError, httpx.InvalidURL) as error:  # UnicodeError is a ValueError
         return _Refusal(f"must be a valid URL: {error}")
     if split.scheme.lower() not in SCHEMES or url.scheme not in SCHEMES:
         return _Refusal("must be an http or https URL")
@@ -62,9 +63,10 @@ def _parsed_host(base_url: str) -> "str | _Refusal":
         return _Refusal("must not carry a user name or password")
     if split.query or split.fragment or "?" in base_url or "#" in base_url:
         return _Refusal("must not carry a query or a fragment")
-    if not split.hostname or not url.host:
+    # raw_host: the ASCII form httpx connects to (an internationalized name as its punycode).
+    if not split.hostname or not url.raw_host:
         return _Refusal("must name a host")
-    host = canonical_host(url.host)
+    host = canonical_host(url.raw_host.decode("ascii"))
     if canonical_host(split.hostname) != host:
         return _Refusal("must name one host, read the same by every URL parser")
     return host

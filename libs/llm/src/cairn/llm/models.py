@@ -25,8 +25,11 @@ ClientKey = tuple[str, str, str | None]
 
 
 class Models:
-    def __init__(self, settings: LlmSettings, pool: "asyncpg.Pool[asyncpg.Record]") -> None:
+    def __init__(
+        self, settings: LlmSettings, pool: "asyncpg.Pool[asyncpg.Record]", *, cache_s: float = TENANT_CACHE_S
+    ) -> None:
         self.settings = settings
+        self.cache_s = cache_s
         self.store = ModelStore(pool)
         self._tenants: dict[str, tuple[float, ClientKey | None]] = {}
         self._clients: dict[ClientKey, ModelClient] = {}
@@ -52,7 +55,7 @@ class Models:
             key = (override.base_url, override.model, override.api_key) if override else self.default_key
             if len(self._tenants) >= CACHE_LIMIT:
                 self._tenants.clear()
-            self._tenants[tenant] = (now + TENANT_CACHE_S, key)
+            self._tenants[tenant] = (now + self.cache_s, key)
         return None if key is None else self._client(key)
 
     def forget(self, tenant: str) -> None:

@@ -28,7 +28,7 @@ NO_TENANT: dict[int | str, dict[str, Any]] = {
 
 
 class ModelOverride(BaseModel):
-    base_url: str = Field(
+    base_url: Name = Field(
         min_length=1,
         max_length=2000,
         description="the OpenAI-compatible API's base URL (…/chat/completions is appended); its host must be on "
