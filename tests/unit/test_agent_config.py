@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from cairn.events import AgentConfig, InboundMessage
 from cairn.events.routing import routing_config, session_key_for
 
-DEFAULTS = {
+DEFAULTS: dict[str, Any] = {
     "dm_scope": "main",
     "identity_links": {},
     "group_scope": "group",

@@ -20,6 +20,7 @@ __all__ = [
     "ActiveMemoryCommand",
     "SessionFacts",
     "active_memory_command",
+    "chat_ids_of",
     "eligibility",
     "person_of",
     "recalls_across_conversations",
@@ -37,7 +38,9 @@ WHERE tenant_id = $1 AND agent_id = $2 AND session_key = $3
 """
 # The agent's direct sessions whose last key segment (before a thread suffix) may name the person ($4), and its
 # dashboard threads when the person is the owner ($5); `person_of` then decides each exactly. Incognito threads
-# have no row; the filter keeps them out should one ever get one.
+# have no row; the filter keeps them out should one ever get one. It reads every session row of the agent (about
+# 100 ms at 100k sessions): an expression index on the segment would spare that, at one more index write per
+# session update on the ingest path, for a lookup only lane 2 (which waits seconds for a model) makes.
 CANDIDATE_SESSIONS = """
 SELECT session_key, channel FROM session.sessions
 WHERE tenant_id = $1 AND agent_id = $2 AND session_key <> $3 AND chat_type = 'direct'
