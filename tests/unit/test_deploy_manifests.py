@@ -1030,6 +1030,8 @@ API_ROUTES = [
     ("GET", "/v1/memory/files/memory/daily/2026-11-30.md", "recall"),
     ("GET", "/v1/memory/status", "recall"),
     ("HEAD", "/v1/memory/status", "recall"),
+    ("GET", "/v1/recall/traces/019ac8e1-7a40-7000-8000-00000000000d", "recall"),
+    ("GET", "/v1/recall/traces", "recall"),
 ]
 
 

@@ -2,15 +2,17 @@
 model shared by every recall replica, a short result cache per session + query, both in Redis, and `first_of`,
 which ends the work at the deadline or when the caller hangs up.
 
-Redis is only an aid here: a recall must never wait on it. Every Redis call is bounded (`REDIS_BOUND_S`) and a
-Redis that is down, slow or answering nonsense counts as "breaker closed, nothing cached" (fail open): the worst
-it costs is a model call that an open breaker would have spared, never a stalled or failed recall."""
+Redis is only an aid here: a recall must never wait on it. Every Redis call is bounded (`REDIS_BOUND_S`), a call
+that failed has Redis skipped for `REDIS_AWAY_S`, and a Redis that is down, slow or answering nonsense counts as
+"breaker closed, nothing cached" (fail open): the worst it costs is a model call that an open breaker would have
+spared, never a stalled or failed recall."""
 
 import asyncio
 import contextlib
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Awaitable
 from typing import Any, Literal, TypeVar
 
@@ -28,6 +30,9 @@ REDIS_BOUND_S = 0.1
 # What a Redis that is away raises through redis-py (a refused or reset connection is an OSError inside it, a
 # read past the socket timeout a RedisError), and the bound itself running out.
 _REDIS_FAILURES = (RedisError, OSError, TimeoutError)
+# After a call Redis failed, how long its users skip it: an outage then costs a recall one bound per second and
+# process, not one per call (a recall makes up to four).
+REDIS_AWAY_S = 1.0
 # How long work that was cancelled may take to stop before `first_of` answers without it (logged: a call that
 # does not stop on cancellation is a bug of that call, and waiting for it would be the stall the bound exists for).
 CANCEL_GRACE_S = 1.0
@@ -47,6 +52,22 @@ return 0
 """
 
 
+class _Away:
+    """Whether Redis failed a call in the last `REDIS_AWAY_S`: then it is not asked (fail open at once)."""
+
+    def __init__(self, what: str) -> None:
+        self._what = what
+        self._until = 0.0
+
+    def now(self) -> bool:
+        return time.monotonic() < self._until
+
+    def failed(self, error: BaseException, meaning: str) -> None:
+        if not self.now():
+            log.warning("%s: Redis did not answer (%s), %s", self._what, str(error) or type(error).__name__, meaning)
+        self._until = time.monotonic() + REDIS_AWAY_S
+
+
 def _digest(*parts: str) -> str:
     """A fixed-size key part for values of any size and alphabet (model names, session keys, queries)."""
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
@@ -63,6 +84,7 @@ class Breaker:
         self._open_ms = max(1, int(open_s * 1000))
         self._count_ms = max(self._open_ms * 2, int(count_s * 1000))
         self._record_timeout = redis.register_script(_RECORD_TIMEOUT)
+        self._away = _Away("recall breaker")
 
     def _keys(self, tenant: str, agent: str, model: str) -> tuple[str, str]:
         base = f"cairn:recall:breaker:{{{tenant}:{agent}:{_digest(model)}}}"
@@ -71,17 +93,21 @@ class Breaker:
     async def is_open(self, tenant: str, agent: str, model: str) -> bool:
         """Whether calls of this model are refused now; False (closed) when Redis does not answer in time."""
         _, opened = self._keys(tenant, agent, model)
+        if self._away.now():
+            return False
         try:
             async with asyncio.timeout(REDIS_BOUND_S):
                 return bool(await self._redis.exists(opened))
         except _REDIS_FAILURES as error:
-            log.warning("recall breaker: Redis did not answer (%s), treated as closed", error or type(error).__name__)
+            self._away.failed(error, "treated as closed")
             return False
 
     async def record(self, tenant: str, agent: str, model: str, *, timed_out: bool) -> None:
         """A call's end: a timeout counts towards opening, anything else (an answer, an error) resets the count.
         Never raises; a record Redis did not take in time is lost (the breaker opens a little later)."""
         count, opened = self._keys(tenant, agent, model)
+        if self._away.now():
+            return
         try:
             async with asyncio.timeout(REDIS_BOUND_S):
                 if not timed_out:
@@ -90,7 +116,7 @@ class Breaker:
                                                                            self._count_ms]):  # fmt: skip
                     log.warning("recall breaker open for %gs: %s/%s, model %s", self.open_s, tenant, agent, model)
         except _REDIS_FAILURES as error:
-            log.warning("recall breaker: Redis did not take the record (%s)", error or type(error).__name__)
+            self._away.failed(error, "a call's end not recorded")
 
 
 class ResultCache:
@@ -103,6 +129,7 @@ class ResultCache:
         self.ttl_s = ttl_s
         self._ttl_ms = max(1, int(ttl_s * 1000))
         self.max_bytes = max_bytes
+        self._away = _Away("recall cache")
 
     @staticmethod
     def _key(tenant: str, agent: str, session_key: str, query: str) -> str:
@@ -110,11 +137,13 @@ class ResultCache:
 
     async def get(self, tenant: str, agent: str, session_key: str, query: str) -> dict[str, Any] | None:
         """The cached answer, or None: none cached, expired, unreadable, or Redis not answering in time."""
+        if self._away.now():
+            return None
         try:
             async with asyncio.timeout(REDIS_BOUND_S):
                 data = await self._redis.get(self._key(tenant, agent, session_key, query))
         except _REDIS_FAILURES as error:
-            log.warning("recall cache: Redis did not answer (%s), nothing cached", error or type(error).__name__)
+            self._away.failed(error, "nothing cached")
             return None
         if data is None:
             return None
@@ -127,13 +156,13 @@ class ResultCache:
     async def put(self, tenant: str, agent: str, session_key: str, query: str, answer: dict[str, Any]) -> None:
         """Keep the answer for `ttl_s`; never raises (not kept: too large, or Redis not taking it in time)."""
         data = json.dumps(answer, ensure_ascii=False, separators=(",", ":"), default=str).encode()
-        if len(data) > self.max_bytes:
+        if len(data) > self.max_bytes or self._away.now():
             return
         try:
             async with asyncio.timeout(REDIS_BOUND_S):
                 await self._redis.set(self._key(tenant, agent, session_key, query), data, px=self._ttl_ms)
         except _REDIS_FAILURES as error:
-            log.warning("recall cache: Redis did not take the answer (%s)", error or type(error).__name__)
+            self._away.failed(error, "the answer not kept")
 
 
 async def _disconnected(request: Request) -> None:
