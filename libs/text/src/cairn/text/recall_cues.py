@@ -46,8 +46,8 @@ def _table(**patterns: str) -> CueTable:
 
 _EN_WH = r"(?:what|wat|wut|whats|when|whn|whens|where|wheres|who|whos|whose|whom|which|why|how|hows)(?:'s|'re|'d|'ll)?"
 _EN_CLAUSE = (
-    r"(?:^|[,.!;:\n]\s*|\b(?:and|but|so|also|btw|oh|hey|hi|ok|okay|um|uh|wait|sorry|anyway|then|hmm+|lol|yo|"
-    r"quick question|actually|remind me)\s+)"
+    r"(?:^|[,.!;:\n]\s*|\b(?:and|but|so|also|btw|oh|hey|hi|ok|okay|um+|uh+|wait|sorry|anyway|then|hmm+|lol|yo|"
+    r"ugh|argh|omg|ah+|eh|er|yeah|dude|man|welp|alright|now|quick question|actually|remind me)\s+)"
 )
 _EN_SUBJECT = r"(?:i|you|u|we|they|he|she|it|my|our|your|ur)"
 _EN_PLAN_NOUN = (
@@ -111,7 +111,10 @@ ENGLISH = _table(
         r"|\b(?:i|we)\s+(?:\w+\s+)?(?:went|had|bought|ate|met|saw|got|took|made|paid|left|put|spent|sent|gave|came|"
         r"found|lost|flew|drove|wore|wrote|heard|thought|did|tried|visited|booked|ordered|watched|stayed|parked|"
         r"moved|started|finished|named|called|signed|registered|borrowed|lent|owed|planned|picked|chose)\b"
-        r"|\b(?:i|we)\s+(?!\w*eed\b)\w{2,}ed\b"
+        r"|\b(?:i|we)\s+(?!\w*eed\b)\w{2,}ed\b|\b(?:what|where|when|who|how|which)'?d\s+(?:i|we)\b"
+        # done to the user: "the bank that called me"
+        r"|\b(?:told|gave|sent|showed|(?!\w*eed\b)\w{2,}ed)\s+(?:me|us)\b"
+        r"|\bdid\s+(?:[\w']+\s+){1,3}?(?:tell|say|give|send|show|ask|recommend|suggest|prescribe)\s+(?:me|us)\b"
     ),
     plan=(
         rf"\b(?:my|our|ur|me and \w+'s)\s+(?:[\w'-]+\s+){{0,3}}?{_EN_PLAN_NOUN}\b"
@@ -123,7 +126,7 @@ ENGLISH = _table(
         r"\b(?:when|whn|whens|what time|what day|which day|what date|how long until"
         r"|how many days (?:until|till|left))\b"
     ),
-    fact=rf"\b(?:my|our)\s+(?:[\w'-]+\s+){{0,2}}?{_EN_FACT_NOUN}\b",
+    fact=rf"\b(?:my|our)\s+(?:[\w'-]+\s+){{0,2}}?{_EN_FACT_NOUN}\b|\bthe\s+(?:[\w'-]+\s+){{0,2}}?{_EN_PLAN_NOUN}\b",
     future_time=(
         r"\b(?:tomorrow|tmrw|tmr|tonight|today|later|soon|upcoming|next\s+\w+|this\s+(?:morning|afternoon|evening|"
         rf"week|weekend|month|year|{_EN_DAY})|(?:on\s+)?{_EN_DAY}|the weekend|in the morning)\b"
@@ -175,6 +178,7 @@ CHINESE = _table(
         rf"|{_ZH_SELF}[^，。？?]{{0,8}}?了{_ZH_INTERROGATIVE}|{_ZH_SELF}[^，。？?]{{0,4}}?是(?:什么时候|哪|在哪)[^，。？?]{{0,8}}?的"
         r"|(?:昨天|前天|昨晚|上周|上个?星期|上个?礼拜|上个?月|去年|前年|上次|上回|那次|那天)[^，。？?]{0,8}?"
         r"(?:去|吃|买|见|看|住|喝|玩|用|订)(?:过|了|的)"  # the subject dropped: "上周去的那家店"
+        rf"|{_ZH_SELF}[^，。？?]{{0,12}}?(?:喝|吃|买|去|看|住|见|用|订|点|聊|说|提|玩|借|送|拍|听|读|做)的那"
     ),
     plan=r"安排|计划|日程|行程|待办|约会|有约|约了|deadline|ddl|schedule",
     when=r"什么时候|几点|几号|哪天|哪一天|(?:星期|周|礼拜)几|几月",
