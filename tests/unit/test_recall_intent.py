@@ -421,3 +421,371 @@ def test_the_tables_hold_forty_sentences_per_language_each_way() -> None:
     for table in (SEEKS, NOT_SEEKING):
         assert set(table) == {"en", "zh", "ja", "ko"}
         assert all(len(texts) >= 40 for texts in table.values())
+
+
+# Held out: written in three rounds of 10 per language each way after the tables above were final, each round run
+# once before any change. First runs: round 1 75/80, round 2 78/80, round 3 72/80 (73/80 decisions; one language).
+# Each miss that showed a general gap was fixed in the mechanism (a when-question about the user, だった after an
+# interrogative, 是…还是, Korean quoted speech, "the <plan>" with a date, did-contractions, things done to the user,
+# Chinese "我们…喝的那…"); the rest stay in KNOWN_MISSES.
+HELD_OUT_SEEKS = {  # seeks memory
+    "en": [
+        # round 1
+        "what was the name of the guy from the gym I mentioned",
+        "when did I say my lease ends?",
+        "hey do u remember my cat's name",
+        "what time's the kids' recital on sunday",
+        "where's our anniversary dinner booked",
+        "so what's the verdict we reached on hiring?",
+        "what did you suggest I read next",
+        "what day is my haircut",
+        "who am I meeting at 4",
+        "i forget, which airline am I flying with?",
+        # round 2
+        "whats the name of that podcast u told me about",
+        "when's my mom's surgery",
+        "did we end up choosing the red or the green sofa?",
+        "how much was the deposit we paid for the venue",
+        "what's my gym schedule on weekdays",
+        "what was the password hint i gave you last time",
+        "when do we land in osaka",
+        "you remember the hiking trail I liked?",
+        "what are my plans for the long weekend",
+        "tell me again what the plumber said",
+        # round 3
+        "what was the wine we had at Marco's place?",
+        "hey quick q, which gate did I say my flight leaves from",
+        "remind me who's picking up the kids on wednesday",
+        "is the vet appointment this thursday or next?",
+        "how old did I say my nephew is turning",
+        "what'd we name the staging server",
+        "where was I supposed to meet jen tonight",
+        "what's the guy's name from the bank that called me",
+        "ugh what was my locker combination",
+        "what did the doctor tell me to avoid eating",
+    ],
+    "zh": [
+        # round 1
+        "我上礼拜跟你说的那个医生叫什么",
+        "我的快递是哪天到来着",
+        "咱们约的几点在哪见",
+        "你还记得我儿子几岁吗",
+        "之前说的那个旅行计划定了没有",
+        "我下周三要干嘛",
+        "刚刚我说的电话号码是多少",
+        "我这个月的信用卡还款日是哪天",
+        "上次我们聊到的那个电影叫啥名",
+        "明晚的饭局在哪家店",
+        # round 2
+        "我上次说的那个播客叫什么来着",
+        "我妈的手术是哪天",
+        "我们最后选的是红色还是绿色的沙发",
+        "场地定金我们付了多少",
+        "我平时健身的安排是怎样的",
+        "我们几点落地大阪",
+        "你记得我喜欢的那条徒步路线吗",
+        "长周末我有什么计划",
+        "水管工上次说的啥来着",
+        "上个月我借给小王多少钱",
+        # round 3
+        "我们在老马家喝的那瓶酒叫啥",
+        "我说我的航班在几号登机口来着",
+        "周三谁去接孩子？",
+        "宠物医院的预约是这周四还是下周四",
+        "我侄子今年几岁来着",
+        "我们给测试服务器起的什么名字",
+        "我今晚在哪跟小静见面",
+        "银行给我打电话那个人叫什么",
+        "我柜子的密码是多少啊",
+        "医生让我别吃什么来着",
+    ],
+    "ja": [
+        # round 1
+        "前に話した歯医者の名前、覚えてる？",
+        "来週の金曜って何の予定だっけ",
+        "息子の塾は何曜日だった？",
+        "この前決めた旅行の日程教えて",
+        "さっき言った番号もう一度教えて",
+        "私、明日何時に起きるんだっけ",
+        "前回の打ち合わせで決まったことは？",
+        "彼氏の誕生日って何月何日だっけ",
+        "今夜の飲み会の場所どこ？",
+        "先月行った温泉の名前何だった？",
+        # round 2
+        "前に教えたポッドキャストの名前なんだっけ",
+        "母の手術っていつ？",
+        "結局ソファは赤と緑どっちにしたんだっけ",
+        "会場の手付金いくら払ったっけ",
+        "平日のジムの予定どうなってる？",
+        "大阪には何時に着く予定？",
+        "私が好きって言ってたハイキングコース覚えてる？",
+        "連休の予定なにがあったっけ",
+        "水道屋さんが何て言ってたか教えて",
+        "先月田中さんにいくら貸したっけ",
+        # round 3
+        "マルコの家で飲んだワイン、何だったっけ",
+        "私の便って何番ゲートだって言ったっけ？",
+        "水曜日に子供を迎えに行くのは誰？",
+        "動物病院の予約は今週の木曜？来週？",
+        "甥っ子って今年何歳になるんだっけ",
+        "ステージングサーバーの名前なんにしたっけ",
+        "今夜ジェンとどこで会うことになってた？",
+        "銀行から電話してきた人の名前は？",
+        "私のロッカーの暗証番号は？",
+        "お医者さんに何を食べちゃダメって言われたんだっけ",
+    ],
+    "ko": [
+        # round 1
+        "내가 전에 말한 치과 이름 뭐였지?",
+        "다음 주 금요일에 뭐 있었더라",
+        "우리 아들 학원 무슨 요일이었지?",
+        "저번에 정한 여행 날짜 알려줘",
+        "아까 말한 번호 다시 알려줄래?",
+        "나 내일 몇 시에 일어나야 돼?",
+        "지난 회의에서 뭐 결정했지?",
+        "여친 생일이 몇 월 며칠이었지",
+        "오늘 저녁 모임 장소 어디야?",
+        "지난달에 갔던 온천 이름 기억나?",
+        # round 2
+        "전에 알려준 팟캐스트 이름 뭐였지",
+        "엄마 수술 언제야?",
+        "결국 소파 빨간색이랑 초록색 중에 뭘로 했더라",
+        "예식장 계약금 얼마 냈었지?",
+        "평일 헬스 일정 어떻게 돼?",
+        "오사카에 몇 시에 도착하기로 했지?",
+        "내가 좋아한다고 했던 등산로 기억나?",
+        "연휴 계획 뭐였지",
+        "배관공이 뭐라고 했는지 다시 말해줘",
+        "지난달에 민수한테 얼마 빌려줬더라",
+        # round 3
+        "마르코 집에서 마신 와인 이름이 뭐였지",
+        "내 비행기 몇 번 게이트라고 했더라?",
+        "수요일에 애들 누가 데리러 가?",
+        "동물병원 예약 이번 주 목요일이야 다음 주야?",
+        "조카가 올해 몇 살 된다고 했지",
+        "스테이징 서버 이름 뭘로 지었지?",
+        "오늘 밤에 젠이랑 어디서 만나기로 했어?",
+        "은행에서 전화 온 사람 이름이 뭐였더라",
+        "내 사물함 비밀번호 뭐야?",
+        "의사가 뭐 먹지 말라고 했지?",
+    ],
+}
+
+HELD_OUT_NOT_SEEKING = {  # does not
+    "en": [
+        # round 1
+        "I'm flying to Denver on Sunday",
+        "what's the tallest mountain in Europe?",
+        "can you explain what a mortgage is",
+        "remind me at 5pm to take my meds",
+        "we talked about this yesterday, it's fine",
+        "order me a large pepperoni pizza",
+        "good night!",
+        "what's a healthy breakfast idea?",
+        "last week was rough honestly",
+        'how do you say "thank you" in korean?',
+        # round 2
+        "The plumber said the pipe needs replacing.",
+        "how do airplanes stay in the air?",
+        "schedule a call with Anna for Monday 10am",
+        "we'll land in Osaka around noon",
+        "can you recommend a podcast about history?",
+        "my sofa arrived today!",
+        "what's the difference between a crocodile and an alligator",
+        "please remember my gym days are mon wed fri",
+        "who is the president of Brazil?",
+        "happy birthday to my brother",
+        # round 3
+        "The vet appointment got moved to Thursday.",
+        "what's the best way to learn rust?",
+        "set an alarm for 6",
+        "do you think it'll snow tomorrow?",
+        "I just got back from the dentist",
+        "how far is the moon from earth",
+        "lmao okay",
+        "can you rewrite this paragraph to sound friendlier",
+        "I'm meeting Jen tonight at the bar",
+        'what does "ephemeral" mean?',
+    ],
+    "zh": [
+        # round 1
+        "我下周三要去医院复查",
+        "北京到上海的高铁要多久",
+        "帮我安排一下明天的会议",
+        "你知道埃菲尔铁塔有多高吗",
+        "上次的事情真的谢谢你",
+        "给我推荐几本好书",
+        "晚安",
+        "我刚吃完饭",
+        "这个词是什么意思",
+        "周末我们一起去爬山吧",
+        # round 2
+        "水管工说水管要换了",
+        "飞机为什么能飞起来",
+        "帮我约安娜周一上午十点开个会",
+        "我们中午左右到大阪",
+        "推荐一个讲历史的播客",
+        "我的沙发今天到了！",
+        "鳄鱼和短吻鳄有什么区别",
+        "巴西总统是谁",
+        "祝我哥哥生日快乐",
+        "明天早上叫我起床",
+        # round 3
+        "宠物医院的预约改到周四了",
+        "学Rust最好的方法是什么",
+        "定个六点的闹钟",
+        "你觉得明天会下雪吗",
+        "我刚从牙医那回来",
+        "月球离地球多远",
+        "笑死",
+        "帮我把这段改得友好一点",
+        "我今晚要跟小静在酒吧见面",
+        "“短暂”是什么意思",
+    ],
+    "ja": [
+        # round 1
+        "来週金曜日は休みです",
+        "富士山の高さは？",
+        "明日の朝7時に起こして",
+        "前に話したけど、引っ越すことになった",
+        "このメールを丁寧に書き直して",
+        "今日はいい天気だね",
+        "大阪でおすすめのラーメン屋はどこ？",
+        "風邪をひいたみたい",
+        "円周率って何？",
+        "来月から新しい仕事を始めます",
+        # round 2
+        "水道屋さんが配管の交換が必要だと言っていた",
+        "飛行機はなぜ空を飛べるの？",
+        "月曜の10時にアンナとの打ち合わせを入れて",
+        "お昼ごろ大阪に着きます",
+        "歴史のポッドキャストをおすすめして",
+        "今日ソファが届いた！",
+        "ワニとアリゲーターの違いは？",
+        "ブラジルの大統領は誰？",
+        "兄の誕生日おめでとう",
+        "明日の朝起こしてね",
+        # round 3
+        "動物病院の予約が木曜に変わった",
+        "Rustを学ぶ一番いい方法は？",
+        "6時にアラームをセットして",
+        "明日雪降ると思う？",
+        "歯医者から帰ってきたところ",
+        "月から地球までの距離は？",
+        "草",
+        "この段落をもっと親しみやすく書き直して",
+        "今夜バーでジェンと会うよ",
+        "「儚い」ってどういう意味？",
+    ],
+    "ko": [
+        # round 1
+        "다음 주 금요일은 휴가야",
+        "에베레스트 높이가 얼마야?",
+        "내일 아침 7시에 깨워줘",
+        "전에 말했듯이 나 이사 가",
+        "이 메일 정중하게 다시 써줘",
+        "오늘 날씨 좋다",
+        "서울 맛집 추천해줘",
+        "감기 걸린 것 같아",
+        "원주율이 뭐야?",
+        "다음 달부터 새 직장 다녀",
+        # round 2
+        "배관공이 파이프를 교체해야 한대",
+        "비행기는 어떻게 하늘을 날아?",
+        "월요일 10시에 안나랑 회의 잡아줘",
+        "점심쯤 오사카에 도착해",
+        "역사 팟캐스트 추천해줘",
+        "오늘 소파 왔어!",
+        "악어랑 앨리게이터 차이가 뭐야?",
+        "브라질 대통령이 누구야?",
+        "형 생일 축하해",
+        "내일 아침에 깨워줘",
+        # round 3
+        "동물병원 예약이 목요일로 바뀌었어",
+        "러스트 배우는 제일 좋은 방법이 뭐야?",
+        "6시에 알람 맞춰줘",
+        "내일 눈 올 것 같아?",
+        "방금 치과 다녀왔어",
+        "달까지 거리가 얼마나 돼?",
+        "ㅋㅋㅋㅋ 오케이",
+        "이 문단 좀 더 친근하게 고쳐줘",
+        "오늘 밤에 바에서 젠 만나",
+        '"덧없다"가 무슨 뜻이야?',
+    ],
+}
+
+KNOWN_MISSES = {
+    "銀行から電話してきた人の名前は？": "a third person's act toward the user without a pronoun (てきた) is no cue: "
+    "てきた also means 'began to' (雨が降ってきた)",
+    "草": "one Han character without kana reads as Chinese; the decision (no seek) is right",
+}
+
+
+def _held_out(table: dict[str, list[str]]) -> list[object]:
+    return [
+        pytest.param(language, text, marks=pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[text]))
+        if text in KNOWN_MISSES
+        else (language, text)
+        for language, text in _cases(table)
+    ]
+
+
+@pytest.mark.parametrize(("language", "text"), _held_out(HELD_OUT_SEEKS))
+def test_held_out_questions_about_what_was_told_seek_memory(language: str, text: str) -> None:
+    intent = intent_of(text)
+    assert (intent.language, intent.seeks) == (language, True), intent
+
+
+@pytest.mark.parametrize(("language", "text"), _held_out(HELD_OUT_NOT_SEEKING))
+def test_held_out_statements_and_general_questions_do_not(language: str, text: str) -> None:
+    intent = intent_of(text)
+    assert (intent.language, intent.seeks) == (language, False), intent
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n", "?", "？？", "what", "谁"])
+def test_an_empty_or_bare_message_does_not_seek(text: str) -> None:
+    assert not intent_of(text).seeks
+
+
+@pytest.mark.parametrize(
+    ("text", "cue"),
+    [
+        ("我下周有什么安排？", "plan:安排"),
+        ("when is my flight again?", "recollect:when is my flight again"),
+        ("前に話したレストランの名前は？", "past:前に話"),
+        ("지난번에 말한 책 제목이 뭐였지?", "recollect:였지"),
+        ("你还记得我说过的那家餐厅吗", "recall:还记得"),
+        ("how do I change my flight?", "advice:how do"),
+        ("내일 몇 시에 출발해?", "future_time:내일 + scheduled:출발"),
+    ],
+)
+def test_the_cue_names_what_decided(text: str, cue: str) -> None:
+    assert intent_of(text).cue == cue
+
+
+@pytest.mark.parametrize(
+    ("plain", "variant"),
+    [
+        ("我们上次说的方案是什么", "我們上次說的方案是什麼"),
+        ("我下周有什么安排", "我下週有什麼安排"),
+        ("你还记得吗", "你還記得嗎"),
+        ("what did we decide about the logo?", "WHAT DID WE DECIDE ABOUT THE LOGO？"),
+        ("what did we decide", "ｗｈａｔ ｄｉｄ ｗｅ ｄｅｃｉｄｅ"),
+        ("when's my flight again", "when\u2019s my flight again"),
+        ("来週の予定は?", "来週の予定は？"),
+        ("내일 일정이 뭐야?", "내일 일정이 뭐야？"),
+    ],
+)
+def test_width_case_and_traditional_variants_read_alike(plain: str, variant: str) -> None:
+    assert intent_of(variant) == intent_of(plain)
+    assert intent_of(variant).seeks
+
+
+def test_a_long_message_is_read_at_its_start_and_end() -> None:
+    pasted = "The quarterly report covers revenue, hiring and the office move. " * 60
+    assert len(pasted) > 3000
+    assert intent_of(pasted + "what did we decide about the logo?").seeks
+    assert intent_of("我们上次说的方案是什么？" + pasted).seeks
+    assert not intent_of(pasted).seeks
+    # The middle of a paste is its content, not the user's question.
+    assert not intent_of(pasted + "what did we decide about the logo? " + pasted).seeks

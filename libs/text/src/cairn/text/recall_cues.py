@@ -31,6 +31,7 @@ class CueTable:
     self_: re.Pattern[str]  # the user or their family ("I", "我", "私", "내")
     self_past: re.Pattern[str]  # the user as the subject of a past-tense verb ("did I", "我去过", "내가 갔")
     plan: re.Pattern[str]  # the user's plans and commitments ("my flight", "安排", "予定", "일정")
+    when: re.Pattern[str]  # asking for a time ("when", "几点", "何曜", "몇 시"): about the user, a plan
     fact: re.Pattern[str]  # things the user may have told (flight, name …): count about the user or a coming day
     future_time: re.Pattern[str]  # a future time ("tomorrow", "下周", "来週", "다음 주")
     scheduled: re.Pattern[str]  # a scheduled doing ("am I going", "去", "行く", "만나"): with a future time, a plan
@@ -45,8 +46,8 @@ def _table(**patterns: str) -> CueTable:
 
 _EN_WH = r"(?:what|wat|wut|whats|when|whn|whens|where|wheres|who|whos|whose|whom|which|why|how|hows)(?:'s|'re|'d|'ll)?"
 _EN_CLAUSE = (
-    r"(?:^|[,.!;:\n]\s*|\b(?:and|but|so|also|btw|oh|hey|hi|ok|okay|um|uh|wait|sorry|anyway|then|hmm+|lol|yo|"
-    r"quick question|actually|remind me)\s+)"
+    r"(?:^|[,.!;:\n]\s*|\b(?:and|but|so|also|btw|oh|hey|hi|ok|okay|um+|uh+|wait|sorry|anyway|then|hmm+|lol|yo|"
+    r"ugh|argh|omg|ah+|eh|er|yeah|dude|man|welp|alright|now|quick question|actually|remind me)\s+)"
 )
 _EN_SUBJECT = r"(?:i|you|u|we|they|he|she|it|my|our|your|ur)"
 _EN_PLAN_NOUN = (
@@ -84,8 +85,8 @@ ENGLISH = _table(
         r"|\b(?:refresh|jog) my memory\b|\b(?:tell|say) (?:me|it|that) again\b"
     ),
     recollect=(
-        r"\b(?:what|wat|whats|when|whens|where|wheres|who|whos|which|how|hows)\b[^.!?\n]*\bagain\b"
-        r"|\bwhat (?:was|were)\b[^.!?\n]*\b(?:that|those|it called|its name)\b"
+        r"\b(?:what|wat|whats|when|whens|where|wheres|who|whos|which|how|hows)\b[^.!?\n]{0,80}?\bagain\b"
+        r"|\bwhat (?:was|were)\b[^.!?\n]{0,60}?\b(?:that|those|it called|its name)\b"
     ),
     past=(
         r"\b(?:i|we|u|you)(?:'ve|'d| have| had)?\s+(?:\w+\s+)?(?:said|told|mentioned|talked|spoke|discussed|decided|"
@@ -100,14 +101,20 @@ ENGLISH = _table(
         rf"{_EN_DAY})|yesterday|previously|earlier(?:\s+(?:today|this|you|we|i|on))?|back then|"
         r"(?:a|\w+|a few|a couple of) (?:days?|weeks?|months?|years?) ago|recently)\b"
     ),
-    self_=r"\b(?:i|me|my|mine|we|us|our|ours|myself|im|ive)\b",
+    self_=(
+        r"\b(?:i|me|my|mine|we|us|our|ours|myself|im|ive|mom|mum|dad|wife|husband|kids?|son|daughter|boyfriend|"
+        r"girlfriend|bf|gf|partner)\b"
+    ),
     self_past=(
         r"\bdid\s+(?:i|we)\b|\b(?:have|had)\s+(?:i|we)\s+(?:ever\s+|already\s+)?(?!got\b)\w+(?:ed|en|ne|t|d)\b"
         r"|\b(?:was|were)\s+(?:i|we)\b|\b(?:was|were)\s+(?:my|our)\b|\b(?:my|our)\s+(?:\w+\s+){0,2}(?:was|were)\b"
         r"|\b(?:i|we)\s+(?:\w+\s+)?(?:went|had|bought|ate|met|saw|got|took|made|paid|left|put|spent|sent|gave|came|"
         r"found|lost|flew|drove|wore|wrote|heard|thought|did|tried|visited|booked|ordered|watched|stayed|parked|"
         r"moved|started|finished|named|called|signed|registered|borrowed|lent|owed|planned|picked|chose)\b"
-        r"|\b(?:i|we)\s+(?!\w*eed\b)\w{2,}ed\b"
+        r"|\b(?:i|we)\s+(?!\w*eed\b)\w{2,}ed\b|\b(?:what|where|when|who|how|which)'?d\s+(?:i|we)\b"
+        # done to the user: "the bank that called me"
+        r"|\b(?:told|gave|sent|showed|(?!\w*eed\b)\w{2,}ed)\s+(?:me|us)\b"
+        r"|\bdid\s+(?:[\w']+\s+){1,3}?(?:tell|say|give|send|show|ask|recommend|suggest|prescribe)\s+(?:me|us)\b"
     ),
     plan=(
         rf"\b(?:my|our|ur|me and \w+'s)\s+(?:[\w'-]+\s+){{0,3}}?{_EN_PLAN_NOUN}\b"
@@ -115,7 +122,11 @@ ENGLISH = _table(
         r"|\b(?:am i|are we|r we|i'm|im|we're)\s+(?:still\s+)?(?:free|busy|available|booked|off|supposed)\b"
         r"|\b(?:am i|are we|r we)\s+(?:still\s+)?\w+ing\b|\bwhat'?s on\b|\bwhat (?:do|have) (?:i|we) (?:got|have)\b"
     ),
-    fact=rf"\b(?:my|our)\s+(?:[\w'-]+\s+){{0,2}}?{_EN_FACT_NOUN}\b",
+    when=(
+        r"\b(?:when|whn|whens|what time|what day|which day|what date|how long until"
+        r"|how many days (?:until|till|left))\b"
+    ),
+    fact=rf"\b(?:my|our)\s+(?:[\w'-]+\s+){{0,2}}?{_EN_FACT_NOUN}\b|\bthe\s+(?:[\w'-]+\s+){{0,2}}?{_EN_PLAN_NOUN}\b",
     future_time=(
         r"\b(?:tomorrow|tmrw|tmr|tonight|today|later|soon|upcoming|next\s+\w+|this\s+(?:morning|afternoon|evening|"
         rf"week|weekend|month|year|{_EN_DAY})|(?:on\s+)?{_EN_DAY}|the weekend|in the morning)\b"
@@ -143,6 +154,7 @@ CHINESE = _table(
         rf"\?|吗|(?:么|嘛|呢|没|不|没有|吧\s*\?){_END}|(?<!没)什么(?!都|也)|啥(?!都|也)|哪(?!怕|儿都|里都|都)"
         r"|谁(?!都|也)|多少|多久|多长时间|怎么|怎样|如何|为什么|为何|几(?:点|号|月|岁|楼|层|时)|(?:星期|周|礼拜)几"
         r"|是不是|有没有|对不对|对吧|是吧|好不好|行不行|要不要|能不能|会不会|记不记得|来着|请问"
+        r"|是[^，。？?!！]{1,12}还是"  # an alternative question: "选的是红色还是绿色"
     ),
     ask=(
         r"告诉我|跟我说|和我说|给我说|说一下|讲一下|说说|讲讲|查一下|查查|列一下|列出|给我看"
@@ -166,8 +178,10 @@ CHINESE = _table(
         rf"|{_ZH_SELF}[^，。？?]{{0,8}}?了{_ZH_INTERROGATIVE}|{_ZH_SELF}[^，。？?]{{0,4}}?是(?:什么时候|哪|在哪)[^，。？?]{{0,8}}?的"
         r"|(?:昨天|前天|昨晚|上周|上个?星期|上个?礼拜|上个?月|去年|前年|上次|上回|那次|那天)[^，。？?]{0,8}?"
         r"(?:去|吃|买|见|看|住|喝|玩|用|订)(?:过|了|的)"  # the subject dropped: "上周去的那家店"
+        rf"|{_ZH_SELF}[^，。？?]{{0,12}}?(?:喝|吃|买|去|看|住|见|用|订|点|聊|说|提|玩|借|送|拍|听|读|做)的那"
     ),
     plan=r"安排|计划|日程|行程|待办|约会|有约|约了|deadline|ddl|schedule",
+    when=r"什么时候|几点|几号|哪天|哪一天|(?:星期|周|礼拜)几|几月",
     fact=(
         r"航班|班机|机票|火车|高铁|动车|车票|预约|预订|预定|会议|开会|有会|面试|考试|截止|生日|纪念日|任务|聚会|饭局|签证"
         r"|酒店|出差|旅行|旅游|婚礼|复诊|看牙|体检|登机|值班|上课|名字|地址|电话|号码|密码|房间号|座位|车位|过敏|血型"
@@ -196,7 +210,10 @@ JAPANESE = _table(
     ask=r"教えて|おしえて|知りたい|確認して|見せて|もう一度(?:言って|教えて)|もう一回|リストアップ|一覧",
     remind=r"リマインド|思い出させ|忘れ(?:ちゃった|てしまった|た|ました)",
     recall=r"(?:覚えて|おぼえて)(?:る|い(?!て)|ます|ない)|思い出(?:せ|して|させて)|記憶にある",
-    recollect=r"っけ|だったかな|たかな|何だった|なんだった|何でした|なんでした|だったよね|でしたよね",
+    recollect=(
+        r"っけ|だったかな|たかな|だったよね|でしたよね"
+        r"|(?:何|なん|いつ|どこ|誰|だれ|どれ|どの|いくら)[^。？?、]{0,6}?(?:だった|でした)"
+    ),
     past=(
         r"(?:(?<!の)前に|この前|このあいだ|この間|先日|前回|さっき|以前|こないだ|あの時|あのとき)[^。？?]{0,15}?"
         r"(?:話|言|教|相談|決|聞|伝|紹介|すすめ|勧め|薦め|約束|メモ|書|行|会|見|買|食|予約)"
@@ -212,6 +229,7 @@ JAPANESE = _table(
         r"(?:行った|会った|買った|食べた|見た|泊まった|飲んだ|読んだ|訪れた|行ってきた)"  # the subject dropped
     ),
     plan=r"予定|スケジュール|プラン|約束|予約|用事|アポ|待ち合わせ|やること|タスク|schedule|deadline",
+    when=r"いつ(?!も|か|でも)|何時|何日|何曜|何月",
     fact=(
         r"計画|フライト|飛行機|航空便|便名|新幹線|会議|ミーティング|打ち合わせ|面接|試験|テスト|締め?切り?|〆切|期限"
         r"|誕生日|記念日|旅行|出張|集合|飲み会|歯医者|診察|通院|シフト|結婚式|パーティー|デート|ホテル|名前|住所"
@@ -248,7 +266,7 @@ KOREAN = _table(
         r"지난\s?번|저번|아까|예전에|얼마\s?전|그때|그 때|(?:^|[.!?,]\s*)전에"
         r"|전에\s*(?:말|얘기|이야기|알려|추천|했|정|약속|물어)"
         rf"|(?:말|얘기|이야기|추천|결정|약속|상의|논의|대화|언급|정|알려\s?주|물어\s?보|말해\s?주)(?:{_KO_PAST}|한|하던|던|(?:해\s?)?(?:준|줬))"
-        r"|기로\s?(?:했|한)|말씀하신|말씀드린"
+        r"|기로\s?(?:했|한)|말씀하신|말씀드린|[라다]고\s?(?:했|하던|한|말했)"  # quoted: "뭐라고 했는지"
     ),
     past_time=r"어제|그제|그저께|지난\s?주|지난\s?달|작년|지난\s?해|어젯밤|옛날|예전",
     self_=rf"{_KO_SELF}|내가|제가|엄마|아빠|아내|남편|와이프|여자\s?친구|남자\s?친구|여친|남친|아들|딸(?!기)",
@@ -258,6 +276,7 @@ KOREAN = _table(
         r"(?:갔|먹었|샀|봤|만났|묵었|마셨|읽었|다녀왔|했던)"  # the subject dropped
     ),
     plan=r"일정|계획|약속|예약|스케줄|할\s?일|투두|schedule|deadline",
+    when=r"언제(?!든|나)|몇\s?시(?!간)|며칠|무슨\s?요일|몇\s?월",
     fact=(
         r"비행기|항공편|비행편|항공권|기차|ktx|회의|미팅|면접|시험|마감|여행|출장|생일|기념일|모임|회식|진료|치과"
         r"|데드라인|발표|행사|결혼식|수업|호텔|이름|주소|전화\s?번호|번호|비밀\s?번호|비번|호수|좌석|알레르기|사이즈"
