@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from cairn.local import LocalStack
+from cairn.recall.recall_lanes import NO_MODEL
 from tests.conftest import Tenant
 from tests.model_api import CallTools, Hang, ModelServer, Reply
 
@@ -178,6 +179,7 @@ def test_the_seeds_story_with_a_model(modelled: Recall, model_server: ModelServe
     assert "agent:main:main" in _tool_outputs(sent[1])
     trace = modelled.trace(answer["trace_id"])
     assert trace["model"] == "test-model"
+    assert NO_MODEL not in modelled.client.get("/v1/memory/status").json()["fallbacks"]
     assert trace["tokens"] == {"prompt": 20 + 11, "completion": 5 + 7}
     assert any(c.get("session_key") == "agent:main:main" for c in trace["candidates"])
 
@@ -189,7 +191,8 @@ def test_the_seeds_story_without_a_model_is_an_extractive_summary_reported_as_su
     assert answer["lane"] == 2
     assert "上海" in answer["block"]
     assert "extractive" in answer["reason"]
-    assert any("extractive" in f for f in answer["fallbacks"])
+    assert answer["fallbacks"] == [NO_MODEL]
+    assert NO_MODEL in plain.tenant.recall.get("/v1/memory/status").json()["fallbacks"]  # reported in status too
     assert answer["items"][0]["source"] == "extractive"
     assert "extractive" in " ".join(plain.trace(answer["trace_id"])["fallbacks"])
     assert plain.recall(plain.dashboard(), "我明天去上海")["outcome"] == "none"

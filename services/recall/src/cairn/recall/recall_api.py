@@ -31,7 +31,7 @@ from cairn.recall.memory_search import MemorySearch
 from cairn.recall.queries import ReadStore
 from cairn.recall.recall_block import Cited, block, lane1_lines, source
 from cairn.recall.recall_bounds import Breaker, ResultCache, first_of
-from cairn.recall.recall_lanes import AgentRun, extractive, lane1, lane2
+from cairn.recall.recall_lanes import NO_MODEL, AgentRun, extractive, lane1, lane2
 from cairn.recall.recall_query import RecallQuery, build_query, newest_turns
 from cairn.recall.recall_reads import RecallReads, Setting
 from cairn.recall.recall_scope import SessionFacts, active_memory_command, eligibility
@@ -41,7 +41,6 @@ from cairn.text.recall_intent import seeks_memory
 
 router = APIRouter(tags=["recall"])
 Outcome = Literal["injected", "none", "skipped", "timeout", "circuit_open"]
-NO_MODEL = "lane 2 without a model: an extractive summary of the best hits stands in (no LLM configured)"
 
 
 class RecallRequest(BaseModel):

@@ -25,6 +25,10 @@ LANE1_POOL = 12  # memory hits asked for before keeping the trusted ones
 MAX_TOOL_ROUNDS = 4
 ANSWER_TOKENS = 200
 EXTRACTIVE_HITS = 2
+NO_MODEL = (
+    "recall lane 2 without a model (no CAIRN_LLM_BASE_URL/CAIRN_LLM_MODEL and no tenant model): an extractive "
+    "summary of the best hits stands in for the sub-agent"
+)
 
 SYSTEM_PROMPT = f"""You look things up in a user's memory before an assistant replies to them.
 Find what the user told earlier (plans, facts, decisions) that the latest message asks about or needs.
