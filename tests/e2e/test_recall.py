@@ -122,20 +122,20 @@ def _tool_outputs(request: Any) -> str:
 
 
 def test_a_strong_trusted_hit_is_injected_with_its_source_and_nothing_untrusted(plain: Recall) -> None:
-    plain.write("MEMORY.md", "- The user is allergic to peanuts\n")
+    plain.write("MEMORY.md", "# About the user\n- The user is allergic to peanuts\n- The user lives in Lisbon\n")
     plain.write("memory/daily/2026-12-01.md", "- allergic to peanuts, said the waiter about someone else\n")
-    answer = plain.recall(plain.dashboard(), "allergic to peanuts")
-    assert answer["outcome"] == "injected", answer
+    answer = plain.recall(plain.dashboard(), "the user is allergic to peanuts")
+    assert answer["outcome"] == "injected", str(plain.trace(answer["trace_id"])["candidates"])
     assert answer["lane"] == 1
-    assert answer["items"][0]["source"] == "MEMORY.md#L1"
+    assert [i["source"] for i in answer["items"]] == ["MEMORY.md#L2"]  # the line that says it, not the chunk
     assert all(not i["source"].startswith("memory/daily") for i in answer["items"])
-    assert "- The user is allergic to peanuts (Source: MEMORY.md#L1)" in answer["block"]
+    assert "- The user is allergic to peanuts (Source: MEMORY.md#L2)" in answer["block"]
     assert answer["block"].splitlines()[1] == "<active_memory_plugin>"
     trace = plain.trace(answer["trace_id"])
     assert trace["outcome"] == "injected"
     assert trace["lane"] == 1
-    assert {c["path"] for c in trace["candidates"]} <= {"MEMORY.md"}
-    assert trace["candidates"][0]["score"] >= 0.65
+    assert {c["path"] for c in trace["candidates"]} == {"MEMORY.md"}
+    assert trace["candidates"][0]["score"] >= 0.65, trace["candidates"]
 
 
 def test_a_memory_that_tries_to_close_the_tag_is_escaped(plain: Recall) -> None:

@@ -20,6 +20,7 @@ from cairn.recall.memory_search import Hit, MemoryQuery, MemorySearch
 from cairn.recall.recall_block import MAX_ITEMS, Cited, answer_sentence, cut
 from cairn.recall.recall_query import RecallQuery
 from cairn.recall.recall_tools import TOOLS, MemoryTools
+from cairn.text import build_query, index_terms, redact
 
 LANE1_POOL = 12  # memory hits asked for before keeping the trusted ones
 MAX_TOOL_ROUNDS = 4
@@ -50,14 +51,29 @@ class Lane1Result:
     fallbacks: list[str]
 
 
-def _cited(hit: Hit) -> Cited:
+def matching_lines(hit: Hit, asked: Sequence[str]) -> list[Cited]:
+    """The lines of a trusted chunk that hold the most of the asked terms (at least half as many as its best
+    line), most first, each cited by its own line number; the chunk's snippet as one item when no line holds
+    any (a match by meaning only) or its lines cannot be told apart."""
     d = hit.detail
-    return Cited(d.path or "", d.start_line, d.end_line, hit.snippet, hit.score)
+    whole = [Cited(d.path or "", d.start_line, d.end_line, hit.snippet, hit.score)]
+    lines = d.text.split("\n")
+    if not asked or len(lines) != d.end_line - d.start_line + 1:
+        return whole
+    wanted = frozenset(asked)
+    counts = [len(wanted.intersection(index_terms(line))) for line in lines]
+    best = max(counts)
+    if best == 0:
+        return whole
+    picked = sorted((i for i, n in enumerate(counts) if 2 * n >= best), key=lambda i: (-counts[i], i))
+    return [Cited(d.path or "", d.start_line + i, d.start_line + i, redact(lines[i]), hit.score) for i in picked]
 
 
 async def lane1(search: MemorySearch, tenant: str, agent: str, text: str, min_score: float) -> Lane1Result:
     found = await search.search(tenant, MemoryQuery(agent, text, LANE1_POOL, None, ("memory",), None))
-    kept = [_cited(h) for h in found.hits if trusted(h.detail.path)]
+    parsed = build_query(text)
+    asked = parsed.terms if parsed else ()
+    kept = [c for h in found.hits if trusted(h.detail.path) for c in matching_lines(h, asked)]
     candidates = [
         {"lane": 1, "path": c.path, "lines": [c.start_line, c.end_line], "score": c.score, "snippet": c.snippet}
         for c in kept
