@@ -21,6 +21,7 @@ import base64
 import copy
 import fnmatch
 import functools
+import os
 import re
 import shutil
 import subprocess
@@ -36,6 +37,7 @@ import yaml
 
 from cairn.local import LocalStack
 from cairn.local.infra import NATS_SYNC_INTERVAL, SHARED_BUFFERS
+from cairn.local.main import local_defaults
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -1273,6 +1275,20 @@ def test_the_local_stack_passes_the_operators_model_settings_to_every_service(
     for name in SERVICES:
         env = stack.service_env(name)
         assert {key: env[key] for key in LLM_SETTINGS} == chosen
+
+
+def test_the_local_launcher_allows_model_overrides_on_this_machine_unless_the_operator_says_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CAIRN_LLM_ALLOWED_HOSTS", raising=False)
+    stack = LocalStack(tmp_path, extra_env=local_defaults(os.environ))
+    stack._assign_ports()
+    for name in SERVICES:
+        assert stack.service_env(name)["CAIRN_LLM_ALLOWED_HOSTS"] == "127.0.0.1,localhost"
+    for chosen in ("", "llm.internal"):  # set, even empty (no overrides), the operator's value is kept
+        monkeypatch.setenv("CAIRN_LLM_ALLOWED_HOSTS", chosen)
+        stack = LocalStack(tmp_path, extra_env=local_defaults(os.environ))
+        assert stack.service_env("ingest")["CAIRN_LLM_ALLOWED_HOSTS"] == chosen
 
 
 def test_compose_dependencies_use_the_expected_images() -> None:
