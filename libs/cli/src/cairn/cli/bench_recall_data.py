@@ -11,8 +11,8 @@ Each question is then asked from a new dashboard thread, once with `active_memor
 `escalate` (how often the intent gate lets it through). Lane 1 finds nothing (no memory documents), so what is
 injected comes from lane 2; with no model configured that is its extractive stand-in. Which sessions an
 injection came from is read from its trace: the lane-2 candidates whose snippet the injected text shows. A
-question counts as injected from a gold session when one of those is among its `gold_session_ids`, as
-injected-but-wrong when none is.
+question counts as injected from a gold session when one of those is among its `gold_session_ids` (and as
+`gold_and_other` too when another session was shown beside it), as injected-but-wrong when none is.
 """
 
 import time
@@ -109,7 +109,7 @@ def judge(answer: dict[str, Any], trace: dict[str, Any], gold: set[str], session
     if not shown:
         said.append("injected_unattributed")  # a model's own sentence, or a memory document
     elif shown & gold:
-        said.append("injected_gold")
+        said += ["injected_gold", "injected_gold_and_other"] if shown - gold else ["injected_gold"]
     else:
         said.append("injected_wrong")
     return said
@@ -157,8 +157,9 @@ def run_datasets(endpoints: dict[str, str], bench: RecallBench) -> list[dict[str
             c, figures = tally.counts, _percentiles(tally.samples)
             rows.append({"dataset": data.name, "mode": mode, "asked": len(questions), "lane2_ran": c["lane2_ran"],
                          "injected": c["injected"], "injected_gold": c["injected_gold"],
-                         "injected_wrong": c["injected_wrong"], "unattributed": c["injected_unattributed"],
-                         "none": c["none"], "other": len(questions) - c["injected"] - c["none"],
+                         "gold_and_other": c["injected_gold_and_other"], "injected_wrong": c["injected_wrong"],
+                         "unattributed": c["injected_unattributed"], "none": c["none"],
+                         "other": len(questions) - c["injected"] - c["none"],
                          "gold_in_candidates": c["gold_in_candidates"], "p50_ms": figures["p50_ms"],
                          "p99_ms": figures["p99_ms"], "lane2_written_by": _lane2_by(c)})  # fmt: skip
     return rows

@@ -93,8 +93,8 @@ async def _lane2_caller(recall: httpx.AsyncClient, ingest: httpx.AsyncClient, la
             agent = await _new_agent(ingest, lane2)
 
 
-async def _phase(endpoints: dict[str, str], key: str, bench: RecallBench, text: Text, lane2: Lane2 | None,
-                 hang: HangingModel | None) -> Phase:  # fmt: skip
+async def _phase(endpoints: dict[str, str], key: str, bench: RecallBench, text: Text, count: int,
+                 lane2: Lane2 | None = None, hang: HangingModel | None = None) -> Phase:  # fmt: skip
     recall_url = endpoints["CAIRN_RECALL_URL"]
     limits = httpx.Limits(max_connections=bench.concurrency + bench.lane2_callers + 4)
     async with (
@@ -109,7 +109,7 @@ async def _phase(endpoints: dict[str, str], key: str, bench: RecallBench, text: 
         phase, stop = Phase(), asyncio.Event()
         probe = asyncio.create_task(_probe_health(health_client, stop, phase.health))
         queries: asyncio.Queue[str] = asyncio.Queue()
-        for i in range(bench.load_queries):
+        for i in range(count):
             queries.put_nowait(text.queries[i % len(text.queries)])
         started = time.perf_counter()
         await asyncio.gather(*(_lane1_caller(lane1_client, queries, phase) for _ in range(bench.concurrency)))
@@ -178,10 +178,11 @@ def _lane2_row(lane2: Lane2, hang: HangingModel) -> dict[str, Any]:
 
 def run_load(endpoints: dict[str, str], bench: RecallBench, text: Text, key: str) -> list[dict[str, Any]]:
     """Rows: lane 1 alone, lane 1 with lane 2 hanging (ratios to alone), and lane 2's own outcomes."""
-    alone = asyncio.run(_phase(endpoints, key, bench, text, None, None))
+    asyncio.run(_phase(endpoints, key, bench, text, bench.concurrency))  # warm-up: caches, connections, the index
+    alone = asyncio.run(_phase(endpoints, key, bench, text, bench.load_queries))
     with HangingModel() as hang:
         lane2 = Lane2(endpoints["CAIRN_INGEST_URL"], _hanging_tenant(endpoints, hang), bench.lane2_timeout_ms)
-        loaded = asyncio.run(_phase(endpoints, key, bench, text, lane2, hang))
+        loaded = asyncio.run(_phase(endpoints, key, bench, text, bench.load_queries, lane2, hang))
         hang.wait_until(lambda: hang.held == 0, RELEASED_WITHIN_S)  # cairn closed the calls it cancelled
         lane2_row = _lane2_row(lane2, hang)
     callers = f"{bench.concurrency} callers"
