@@ -157,6 +157,26 @@ async def test_a_save_while_postgres_is_unreachable_returns_within_its_wait_and_
     assert store.dropped == 2
 
 
+async def test_while_postgres_hangs_the_writes_left_behind_are_bounded_in_number(
+    silent_port: int, tenants: tuple[str, str]
+) -> None:
+    """An outage must not pile up a write per recall for as long as it lasts: past `max_pending`, a trace is
+    dropped at once."""
+    url = SecretStr(f"postgresql://cairn_app:x@127.0.0.1:{silent_port}/cairn")
+    pool = await create_pool(PostgresSettings(url=url, pool_min=0, pool_max=2), connect_timeout_s=60)
+    try:
+        store = TraceStore(pool, None, save_wait_s=0.05, store_within_s=2.0, max_pending=2)
+        tenant, _ = tenants
+        async with asyncio.timeout(OUTER_BOUND_S):
+            for _ in range(5):
+                await store.save(tenant, trace())
+        assert store.dropped == 3  # refused at once; the two pending ones are still waiting on the connection
+        assert await store.settled(OUTER_BOUND_S)
+        assert store.dropped == 5
+    finally:
+        pool.terminate()
+
+
 async def test_the_retention_sweep_deletes_old_traces_of_every_tenant_and_nothing_under_a_day(
     app_pool: "asyncpg.Pool[asyncpg.Record]", tenants: tuple[str, str]
 ) -> None:

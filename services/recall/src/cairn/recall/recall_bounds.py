@@ -195,7 +195,8 @@ async def first_of(
     sees the disconnect too), so nothing keeps running for an answer nobody will read. An error of the work is
     raised. The request's body is read first (usually it already is): watching for the disconnect consumes the
     `receive` channel, which must no longer carry body parts."""
-    await request.body()
+    with contextlib.suppress(RuntimeError):  # the handler read it as a stream: the channel is as clean
+        await request.body()
     task = asyncio.ensure_future(work)
     hung_up = asyncio.create_task(_disconnected(request), name="recall-disconnect-watch")
     try:

@@ -132,11 +132,13 @@ class TraceStore:
         *,
         save_wait_s: float = 0.1,
         store_within_s: float = 5.0,
+        max_pending: int = 1000,
     ) -> None:
         self._pool = pool
         self._publisher = publisher
         self.save_wait_s = save_wait_s
         self.store_within_s = store_within_s
+        self.max_pending = max_pending  # writes and publishes in the background at most (an outage's backlog)
         self.dropped = 0  # traces that could not be stored
         self.unannounced = 0  # `recall.performed` events that could not be published
         self._pending: set[asyncio.Task[None]] = set()
@@ -144,6 +146,11 @@ class TraceStore:
     async def save(self, tenant: str, trace: RecallTrace) -> None:
         """Store the trace and publish `recall.performed`; returns once it is stored or after `save_wait_s`,
         whichever comes first (the write goes on in the background, bounded). Never raises."""
+        if len(self._pending) >= self.max_pending:
+            self.dropped += 1
+            log.warning("recall trace %s dropped (%d so far): %d writes still pending", trace.trace_id, self.dropped,
+                        len(self._pending))  # fmt: skip
+            return
         try:
             stored = self._background(self._store(tenant, trace), f"recall-trace-store-{trace.trace_id}")
             if self._publisher is not None:
