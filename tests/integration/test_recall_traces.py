@@ -18,9 +18,10 @@ from cairn.delivery.publisher import MSG_ID, EventPublisher
 from cairn.events import RECALL_STREAM, RecallPerformed, decode_event
 from cairn.events.streams import subject_pattern
 from cairn.local.processes import free_port
-from cairn.recall.recall_traces import RecallTrace, TraceStore, new_trace_id
+from cairn.recall.recall_traces import RecallTrace, TraceStore, TraceSweep, new_trace_id
 from cairn.storage.postgres import create_pool
 from cairn.storage.settings import PostgresSettings
+from tests.integration.conftest import eventually, holds_for
 
 pytestmark = pytest.mark.integration
 OUTER_BOUND_S = 10.0  # far above the save's own wait: only a save that waits on the outage takes this long
@@ -197,3 +198,29 @@ async def test_the_retention_sweep_deletes_old_traces_of_every_tenant_and_nothin
 
     await store.forget_older_than(0.25)  # a setting under a day: the table's policies still keep the trace
     assert await store.get(two, half_day.trace_id) == half_day
+
+
+async def test_the_sweep_task_deletes_old_traces_and_outlives_a_pass_that_failed(
+    app_pool: "asyncpg.Pool[asyncpg.Record]", unreachable_pool: "asyncpg.Pool[asyncpg.Record]", tenants: tuple[str, str]
+) -> None:
+    tenant, _ = tenants
+    store = TraceStore(app_pool, None)
+    old = trace(created_at=datetime.now(UTC) - timedelta(days=40))
+    await store.save(tenant, old)
+    assert await store.settled(OUTER_BOUND_S)
+    failing = asyncio.create_task(TraceSweep(TraceStore(unreachable_pool, None), 30, every_s=0.05).run())
+    sweeping = asyncio.create_task(TraceSweep(store, 30, every_s=0.05).run())
+    try:
+
+        async def gone() -> bool:
+            return await store.get(tenant, old.trace_id) is None
+
+        async def running() -> bool:
+            return not failing.done()
+
+        assert await eventually(gone, within=OUTER_BOUND_S)
+        assert await holds_for(running, seconds=1.5)  # passes against a Postgres that is away fail, and it goes on
+    finally:
+        for task in (failing, sweeping):
+            task.cancel()
+        await asyncio.wait({failing, sweeping})

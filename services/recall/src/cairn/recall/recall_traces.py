@@ -231,7 +231,9 @@ def _said(error: BaseException) -> str:
 class TraceSweep:
     """The retention of traces, run as one of the recall service's background tasks: every `every_s`, delete the
     traces older than `retention_days`. A periodic sweep rather than a prune on write, so that the traces of a
-    tenant that stopped recalling go too. Every replica sweeps; the deletes of two at once only find fewer rows."""
+    tenant that stopped recalling go too. Every replica sweeps; the deletes of two at once only find fewer rows.
+    A pass that fails is logged and tried again at the next one: like the traces, their sweep must not take the
+    recall out of service (a crash would make the replica not ready under its supervisor)."""
 
     consumer = "recall-trace-sweep"
     stream = "-"
@@ -243,7 +245,11 @@ class TraceSweep:
 
     async def run(self) -> None:
         while True:
-            gone = await self._store.forget_older_than(self.retention_days)
-            if gone:
-                log.info("recall traces: %d older than %g days deleted", gone, self.retention_days)
+            try:
+                gone = await self._store.forget_older_than(self.retention_days)
+            except Exception as error:  # Postgres away, or the sweep refused: the next pass tries again
+                log.warning("recall traces: the retention sweep failed, next in %gs: %s", self.every_s, _said(error))
+            else:
+                if gone:
+                    log.info("recall traces: %d older than %g days deleted", gone, self.retention_days)
             await asyncio.sleep(self.every_s)
