@@ -17,7 +17,9 @@ from pydantic import SecretStr
 from cairn.delivery.publisher import MSG_ID, EventPublisher
 from cairn.events import RECALL_STREAM, RecallPerformed, decode_event
 from cairn.events.streams import subject_pattern
+from cairn.local import LocalStack
 from cairn.local.processes import free_port
+from cairn.local.stack import DATABASE
 from cairn.recall.recall_traces import RecallTrace, TraceStore, TraceSweep, new_trace_id
 from cairn.storage.postgres import create_pool
 from cairn.storage.settings import PostgresSettings
@@ -156,6 +158,89 @@ async def test_a_save_while_postgres_is_unreachable_returns_within_its_wait_and_
         await store.save(tenant, trace())
     assert await store.settled(OUTER_BOUND_S)  # the writes left behind end within their own bound
     assert store.dropped == 2
+
+
+class Partition:
+    """A TCP relay in front of the real Postgres that can be cut: while cut, nothing passes either way (the bytes
+    wait, as in a network partition), so established connections hang rather than fail."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.cut = asyncio.Event()
+        self.healed = asyncio.Event()
+        self.healed.set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._server: asyncio.Server | None = None
+        self.port = 0
+
+    async def __aenter__(self) -> "Partition":
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def partition(self) -> None:
+        self.healed.clear()
+
+    def heal(self) -> None:
+        self.healed.set()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target)
+        for source, sink in ((reader, up_writer), (up_reader, writer)):
+            task = asyncio.create_task(self._pipe(source, sink))
+            self._tasks.add(task)
+
+    async def _pipe(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        try:
+            while data := await source.read(65536):
+                await self.healed.wait()
+                sink.write(data)
+                await sink.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            sink.close()
+
+
+async def test_a_save_while_postgres_is_partitioned_away_is_bounded_and_traces_are_stored_again_after(
+    stack: LocalStack, tenants: tuple[str, str]
+) -> None:
+    """A pool whose connections are established when the network to Postgres goes silent: the answer waits at
+    most `save_wait_s`, the write gives up at `store_within_s`, and once the network is back traces are stored."""
+    tenant, _ = tenants
+    async with Partition(stack.state.ports["postgres"]) as relay:
+        url = f"postgresql://cairn_app@127.0.0.1:{relay.port}/{DATABASE}"
+        pool = await create_pool(PostgresSettings(url=SecretStr(url), pool_min=1, pool_max=2), connect_timeout_s=2)
+        try:
+            store = TraceStore(pool, None, save_wait_s=0.1, store_within_s=1.0)
+            before = trace()
+            await store.save(tenant, before)
+            assert await store.settled(OUTER_BOUND_S)
+            relay.partition()
+            lost = trace()
+            async with asyncio.timeout(OUTER_BOUND_S):
+                await store.save(tenant, lost)
+            assert await store.settled(OUTER_BOUND_S), "a write kept waiting on the partitioned connection"
+            assert store.dropped == 1
+            relay.heal()
+            after = trace()
+
+            async def stored_again() -> bool:
+                await store.save(tenant, after)
+                await store.settled(OUTER_BOUND_S)
+                return await store.get(tenant, after.trace_id) == after
+
+            assert await eventually(stored_again, within=OUTER_BOUND_S)
+            assert await store.get(tenant, before.trace_id) == before
+        finally:
+            pool.terminate()
 
 
 async def test_while_postgres_hangs_the_writes_left_behind_are_bounded_in_number(
