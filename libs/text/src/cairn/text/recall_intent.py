@@ -113,6 +113,7 @@ def _decide(cues: _Cues) -> tuple[bool, str | None]:
         cues.find("plan")
         or cues.both("fact", "self_")
         or cues.both("when", "self_")
+        or cues.both("when", "fact")
         or cues.both("fact", "future_time")
         or cues.both("future_time", "scheduled")
     )
