@@ -16,7 +16,7 @@ import pytest
 from cairn.local import LocalStack
 from cairn.recall.recall_lanes import NO_MODEL
 from tests.conftest import Tenant
-from tests.model_api import CallTools, Hang, ModelServer, Reply
+from tests.model_api import CallTools, Hang, ModelServer, Reply, Status
 
 pytestmark = pytest.mark.e2e
 
@@ -249,6 +249,17 @@ def test_an_over_long_summary_is_cut_to_one_sentence_of_220_characters(
     assert sentence.endswith("…")
     assert sentence.startswith("We decided on the blue logo")
     assert sentence[:-1].split()[-1] in said.split()  # whole words only
+
+
+def test_a_failing_model_injects_nothing_and_says_why(modelled: Recall, model_server: ModelServer) -> None:
+    model_server.script(Status(503, "overloaded"))
+    session = modelled.dashboard()
+    answer = modelled.recall(session, "what did we decide about the logo?")
+    assert answer["outcome"] == "none", answer
+    assert "model failed" in answer["reason"]
+    assert "503" in answer["reason"]
+    model_server.script(Reply("You chose the blue logo."))  # a failure is not cached: the next ask reaches the model
+    assert modelled.recall(session, "what did we decide about the logo?")["outcome"] == "injected"
 
 
 def test_a_tool_loop_that_never_ends_is_bounded_to_four_rounds(modelled: Recall, model_server: ModelServer) -> None:
