@@ -224,3 +224,8 @@ def test_a_usage_window_out_of_order_or_too_long_is_refused(admin: httpx.Client,
     path = f"/v1/admin/tenants/{tenant.tenant_id}/usage"
     assert "366" in problem_field(admin.get(path, params={"from": "2020-01-01", "to": "2026-01-01"}), 422, "from")
     assert tenant.recall.get("/v1/usage", params={"to": "yesterday"}).status_code == 422
+    assert "1900" in problem_field(tenant.recall.get("/v1/usage", params={"to": "0001-01-01"}), 422, "to")
+    assert "1900" in problem_field(admin.get(path, params={"from": "1899-12-31", "to": "1900-01-01"}), 422, "from")
+    earliest = tenant.recall.get("/v1/usage", params={"to": "1900-01-05"})
+    assert earliest.status_code == 200, earliest.text
+    assert earliest.json()["from"] == "1900-01-01"

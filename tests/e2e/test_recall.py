@@ -6,6 +6,7 @@ configured with it, or without a model through the default recall service (the e
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 from cairn.local import LocalStack
 from cairn.recall.recall_lanes import NO_MODEL
 from tests.conftest import Tenant
-from tests.model_api import CallTools, Hang, ModelServer, Reply
+from tests.model_api import CallTools, Hang, ModelServer, Reply, Status
 
 pytestmark = pytest.mark.e2e
 
@@ -250,6 +251,17 @@ def test_an_over_long_summary_is_cut_to_one_sentence_of_220_characters(
     assert sentence[:-1].split()[-1] in said.split()  # whole words only
 
 
+def test_a_failing_model_injects_nothing_and_says_why(modelled: Recall, model_server: ModelServer) -> None:
+    model_server.script(Status(503, "overloaded"))
+    session = modelled.dashboard()
+    answer = modelled.recall(session, "what did we decide about the logo?")
+    assert answer["outcome"] == "none", answer
+    assert "model failed" in answer["reason"]
+    assert "503" in answer["reason"]
+    model_server.script(Reply("You chose the blue logo."))  # a failure is not cached: the next ask reaches the model
+    assert modelled.recall(session, "what did we decide about the logo?")["outcome"] == "injected"
+
+
 def test_a_tool_loop_that_never_ends_is_bounded_to_four_rounds(modelled: Recall, model_server: ModelServer) -> None:
     start = len(model_server.requests)
     model_server.script(then=CallTools(("memory_search", {"query": "logo"})))
@@ -272,6 +284,7 @@ def test_a_model_that_hangs_times_out_at_the_deadline_and_is_cancelled_and_opens
         answer = modelled.recall(modelled.dashboard(), f"what did we decide about the logo? ({attempt})")
         assert answer["outcome"] == "timeout", answer
         assert answer["block"] is None
+        print(f"timeout answered after {answer['elapsed_ms']:.1f} ms (deadline 1500 ms)")  # shown by `pytest -rP`
         assert model_server.wait_for_disconnects(disconnects + attempt + 1), "the model call was abandoned"
     start = len(model_server.requests)
     answer = modelled.recall(modelled.dashboard(), "what did we decide about the logo? (after)")
@@ -291,6 +304,21 @@ def test_the_caller_hanging_up_cancels_the_model_call(
     with impatient, pytest.raises(httpx.ReadTimeout):
         impatient.post("/v1/recall", json=body)  # the default deadline is 15 s: the caller goes first
     assert model_server.wait_for_disconnects(disconnects + 1), "the model call was abandoned with the caller"
+
+
+def test_a_hanging_model_holds_up_no_other_recall_of_the_process(modelled: Recall, model_server: ModelServer) -> None:
+    modelled.write("memory/bank/diet.md", "- The user is vegetarian\n")
+    modelled.config(active_memory={"timeout_ms": 10000})
+    model_server.script(then=Hang())
+    start, disconnects = len(model_server.requests), model_server.disconnects
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        hanging = pool.submit(modelled.recall, modelled.dashboard(), "what did we decide about the logo?")
+        assert model_server.wait_for_requests(start + 1), "lane 2 is waiting for the model"
+        answer = modelled.recall(modelled.dashboard(), "the user is vegetarian")
+        assert answer["outcome"] == "injected", answer  # lane 1 answered while lane 2 hangs in the same process
+        assert not hanging.done()
+        assert model_server.disconnects == disconnects
+        assert hanging.result(timeout=40)["outcome"] == "timeout"
 
 
 def test_a_tool_call_outside_the_scope_is_refused_to_the_model(modelled: Recall, model_server: ModelServer) -> None:

@@ -17,10 +17,13 @@ from pydantic import SecretStr
 from cairn.delivery.publisher import MSG_ID, EventPublisher
 from cairn.events import RECALL_STREAM, RecallPerformed, decode_event
 from cairn.events.streams import subject_pattern
+from cairn.local import LocalStack
 from cairn.local.processes import free_port
-from cairn.recall.recall_traces import RecallTrace, TraceStore, new_trace_id
+from cairn.local.stack import DATABASE
+from cairn.recall.recall_traces import RecallTrace, TraceStore, TraceSweep, new_trace_id
 from cairn.storage.postgres import create_pool
 from cairn.storage.settings import PostgresSettings
+from tests.integration.conftest import eventually, holds_for
 
 pytestmark = pytest.mark.integration
 OUTER_BOUND_S = 10.0  # far above the save's own wait: only a save that waits on the outage takes this long
@@ -157,6 +160,109 @@ async def test_a_save_while_postgres_is_unreachable_returns_within_its_wait_and_
     assert store.dropped == 2
 
 
+class Partition:
+    """A TCP relay in front of the real Postgres that can be cut: while cut, nothing passes either way (the bytes
+    wait, as in a network partition), so established connections hang rather than fail."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.cut = asyncio.Event()
+        self.healed = asyncio.Event()
+        self.healed.set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._server: asyncio.Server | None = None
+        self.port = 0
+
+    async def __aenter__(self) -> "Partition":
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def partition(self) -> None:
+        self.healed.clear()
+
+    def heal(self) -> None:
+        self.healed.set()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target)
+        for source, sink in ((reader, up_writer), (up_reader, writer)):
+            task = asyncio.create_task(self._pipe(source, sink))
+            self._tasks.add(task)
+
+    async def _pipe(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        try:
+            while data := await source.read(65536):
+                await self.healed.wait()
+                sink.write(data)
+                await sink.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            sink.close()
+
+
+async def test_a_save_while_postgres_is_partitioned_away_is_bounded_and_traces_are_stored_again_after(
+    stack: LocalStack, tenants: tuple[str, str]
+) -> None:
+    """A pool whose connections are established when the network to Postgres goes silent: the answer waits at
+    most `save_wait_s`, the write gives up at `store_within_s`, and once the network is back traces are stored."""
+    tenant, _ = tenants
+    async with Partition(stack.state.ports["postgres"]) as relay:
+        url = f"postgresql://cairn_app@127.0.0.1:{relay.port}/{DATABASE}"
+        pool = await create_pool(PostgresSettings(url=SecretStr(url), pool_min=1, pool_max=2), connect_timeout_s=2)
+        try:
+            store = TraceStore(pool, None, save_wait_s=0.1, store_within_s=1.0)
+            before = trace()
+            await store.save(tenant, before)
+            assert await store.settled(OUTER_BOUND_S)
+            relay.partition()
+            lost = trace()
+            async with asyncio.timeout(OUTER_BOUND_S):
+                await store.save(tenant, lost)
+            assert await store.settled(OUTER_BOUND_S), "a write kept waiting on the partitioned connection"
+            assert store.dropped == 1
+            relay.heal()
+            after = trace()
+
+            async def stored_again() -> bool:
+                await store.save(tenant, after)
+                await store.settled(OUTER_BOUND_S)
+                return await store.get(tenant, after.trace_id) == after
+
+            assert await eventually(stored_again, within=OUTER_BOUND_S)
+            assert await store.get(tenant, before.trace_id) == before
+        finally:
+            pool.terminate()
+
+
+async def test_while_postgres_hangs_the_writes_left_behind_are_bounded_in_number(
+    silent_port: int, tenants: tuple[str, str]
+) -> None:
+    """An outage must not pile up a write per recall for as long as it lasts: past `max_pending`, a trace is
+    dropped at once."""
+    url = SecretStr(f"postgresql://cairn_app:x@127.0.0.1:{silent_port}/cairn")
+    pool = await create_pool(PostgresSettings(url=url, pool_min=0, pool_max=2), connect_timeout_s=60)
+    try:
+        store = TraceStore(pool, None, save_wait_s=0.05, store_within_s=2.0, max_pending=2)
+        tenant, _ = tenants
+        async with asyncio.timeout(OUTER_BOUND_S):
+            for _ in range(5):
+                await store.save(tenant, trace())
+        assert store.dropped == 3  # refused at once; the two pending ones are still waiting on the connection
+        assert await store.settled(OUTER_BOUND_S)
+        assert store.dropped == 5
+    finally:
+        pool.terminate()
+
+
 async def test_the_retention_sweep_deletes_old_traces_of_every_tenant_and_nothing_under_a_day(
     app_pool: "asyncpg.Pool[asyncpg.Record]", tenants: tuple[str, str]
 ) -> None:
@@ -177,3 +283,29 @@ async def test_the_retention_sweep_deletes_old_traces_of_every_tenant_and_nothin
 
     await store.forget_older_than(0.25)  # a setting under a day: the table's policies still keep the trace
     assert await store.get(two, half_day.trace_id) == half_day
+
+
+async def test_the_sweep_task_deletes_old_traces_and_outlives_a_pass_that_failed(
+    app_pool: "asyncpg.Pool[asyncpg.Record]", unreachable_pool: "asyncpg.Pool[asyncpg.Record]", tenants: tuple[str, str]
+) -> None:
+    tenant, _ = tenants
+    store = TraceStore(app_pool, None)
+    old = trace(created_at=datetime.now(UTC) - timedelta(days=40))
+    await store.save(tenant, old)
+    assert await store.settled(OUTER_BOUND_S)
+    failing = asyncio.create_task(TraceSweep(TraceStore(unreachable_pool, None), 30, every_s=0.05).run())
+    sweeping = asyncio.create_task(TraceSweep(store, 30, every_s=0.05).run())
+    try:
+
+        async def gone() -> bool:
+            return await store.get(tenant, old.trace_id) is None
+
+        async def running() -> bool:
+            return not failing.done()
+
+        assert await eventually(gone, within=OUTER_BOUND_S)
+        assert await holds_for(running, seconds=1.5)  # passes against a Postgres that is away fail, and it goes on
+    finally:
+        for task in (failing, sweeping):
+            task.cancel()
+        await asyncio.wait({failing, sweeping})

@@ -423,11 +423,12 @@ def test_the_tables_hold_forty_sentences_per_language_each_way() -> None:
         assert all(len(texts) >= 40 for texts in table.values())
 
 
-# Held out: written in three rounds of 10 per language each way after the tables above were final, each round run
-# once before any change. First runs: round 1 75/80, round 2 78/80, round 3 72/80 (73/80 decisions; one language).
-# Each miss that showed a general gap was fixed in the mechanism (a when-question about the user, だった after an
-# interrogative, 是…还是, Korean quoted speech, "the <plan>" with a date, did-contractions, things done to the user,
-# Chinese "我们…喝的那…"); the rest stay in KNOWN_MISSES.
+# Held out: written in four rounds of 10 per language each way after the tables above were final, each round run
+# once before any change. First runs: round 1 75/80, round 2 78/80, round 3 72/80 (73/80 decisions; one language),
+# round 4 73/80 (every miss a message that seeks; no false alarm). Each miss that showed a general gap was fixed in
+# the mechanism (a when-question about the user or a personal event, だった after an interrogative, 是…还是, Korean
+# quoted speech, "the <plan>" with a date, did-contractions, things done to the user, Chinese relative clauses
+# "我们…喝的那…", "问你的"); the rest stay in KNOWN_MISSES.
 HELD_OUT_SEEKS = {  # seeks memory
     "en": [
         # round 1
@@ -463,6 +464,17 @@ HELD_OUT_SEEKS = {  # seeks memory
         "what's the guy's name from the bank that called me",
         "ugh what was my locker combination",
         "what did the doctor tell me to avoid eating",
+        # round 4
+        "sorry what was the name of the hotel in kyoto again",
+        "which day did we agree to have the retro",
+        "did I ever tell you what my dad does for work?",
+        "how much is my rent again",
+        "are we still on for drinks friday?",
+        "what was the first thing I asked you today",
+        "when am I supposed to hand in the tax forms",
+        "yo what's my cousin's wedding date",
+        "who recommended that sushi place to me?",
+        "what were the three options you gave me for the logo",
     ],
     "zh": [
         # round 1
@@ -498,6 +510,17 @@ HELD_OUT_SEEKS = {  # seeks memory
         "银行给我打电话那个人叫什么",
         "我柜子的密码是多少啊",
         "医生让我别吃什么来着",
+        # round 4
+        "京都那家酒店叫啥来着",
+        "我们约好哪天开复盘会",
+        "我跟你说过我爸是做什么的吗",
+        "我房租每月多少来着",
+        "周五喝酒的事还算数吗",
+        "我今天问你的第一个问题是什么",
+        "报税材料我什么时候要交",
+        "我表哥婚礼是哪天",
+        "那家寿司店是谁推荐给我的",
+        "你之前给我的三个logo方案是哪三个",
     ],
     "ja": [
         # round 1
@@ -533,6 +556,17 @@ HELD_OUT_SEEKS = {  # seeks memory
         "銀行から電話してきた人の名前は？",
         "私のロッカーの暗証番号は？",
         "お医者さんに何を食べちゃダメって言われたんだっけ",
+        # round 4
+        "京都のホテルの名前なんだっけ",
+        "振り返り会、何日にやるって決めたっけ",
+        "父の仕事って話したことあったっけ",
+        "家賃っていくらだったっけ",
+        "金曜の飲みってまだ予定通り？",
+        "今日最初に聞いたことって何だった？",
+        "税金の書類っていつまでに出すんだっけ",
+        "いとこの結婚式はいつ？",
+        "あの寿司屋、誰に勧められたんだっけ",
+        "ロゴの案、前に3つ出してくれたよね？あれ何だった？",
     ],
     "ko": [
         # round 1
@@ -568,6 +602,17 @@ HELD_OUT_SEEKS = {  # seeks memory
         "은행에서 전화 온 사람 이름이 뭐였더라",
         "내 사물함 비밀번호 뭐야?",
         "의사가 뭐 먹지 말라고 했지?",
+        # round 4
+        "교토 호텔 이름 뭐였지",
+        "회고 미팅 며칠로 하기로 했지?",
+        "우리 아빠 직업 얘기한 적 있었나?",
+        "내 월세 얼마였더라",
+        "금요일 술 약속 그대로야?",
+        "오늘 내가 처음 물어본 게 뭐였어?",
+        "세금 서류 언제까지 내야 돼?",
+        "사촌 결혼식 언제야?",
+        "그 초밥집 누가 추천해줬더라",
+        "전에 로고 시안 세 개 준 거 뭐였지?",
     ],
 }
 
@@ -606,6 +651,17 @@ HELD_OUT_NOT_SEEKING = {  # does not
         "can you rewrite this paragraph to sound friendlier",
         "I'm meeting Jen tonight at the bar",
         'what does "ephemeral" mean?',
+        # round 4
+        "I'm still on for drinks friday, see you there",
+        "what's the difference between a roth and a traditional IRA?",
+        "can you give me three options for a logo",
+        "my cousin's wedding is on June 12",
+        "when was the eiffel tower built?",
+        "how do you make cold brew",
+        "tell me something interesting about octopuses",
+        "we should grab sushi sometime",
+        "where is the nearest pharmacy?",
+        "I asked my manager for a raise today",
     ],
     "zh": [
         # round 1
@@ -641,6 +697,17 @@ HELD_OUT_NOT_SEEKING = {  # does not
         "帮我把这段改得友好一点",
         "我今晚要跟小静在酒吧见面",
         "“短暂”是什么意思",
+        # round 4
+        "周五喝酒我肯定去",
+        "罗斯IRA和传统IRA有什么区别",
+        "给我三个logo方案",
+        "我表哥的婚礼在六月十二号",
+        "埃菲尔铁塔是哪年建的",
+        "冷萃咖啡怎么做",
+        "说点关于章鱼的冷知识",
+        "改天一起去吃寿司吧",
+        "最近的药店在哪里",
+        "我今天跟老板提了加薪",
     ],
     "ja": [
         # round 1
@@ -676,6 +743,17 @@ HELD_OUT_NOT_SEEKING = {  # does not
         "この段落をもっと親しみやすく書き直して",
         "今夜バーでジェンと会うよ",
         "「儚い」ってどういう意味？",
+        # round 4
+        "金曜の飲み、行くよ",
+        "ロスIRAと普通のIRAの違いは？",
+        "ロゴの案を3つ出して",
+        "いとこの結婚式は6月12日です",
+        "エッフェル塔はいつ建てられた？",
+        "水出しコーヒーの作り方は？",
+        "タコの面白い雑学を教えて",
+        "今度寿司食べに行こう",
+        "一番近い薬局はどこ？",
+        "今日上司に昇給をお願いした",
     ],
     "ko": [
         # round 1
@@ -711,6 +789,17 @@ HELD_OUT_NOT_SEEKING = {  # does not
         "이 문단 좀 더 친근하게 고쳐줘",
         "오늘 밤에 바에서 젠 만나",
         '"덧없다"가 무슨 뜻이야?',
+        # round 4
+        "금요일 술 약속 갈게",
+        "로스 IRA랑 일반 IRA 차이가 뭐야?",
+        "로고 시안 세 개 만들어줘",
+        "사촌 결혼식은 6월 12일이야",
+        "에펠탑은 언제 지어졌어?",
+        "콜드브루 만드는 법 알려줘",
+        "문어에 대한 재밌는 사실 알려줘",
+        "언제 초밥 먹으러 가자",
+        "제일 가까운 약국 어디야?",
+        "오늘 팀장님한테 연봉 인상 얘기했어",
     ],
 }
 
@@ -718,6 +807,8 @@ KNOWN_MISSES = {
     "銀行から電話してきた人の名前は？": "a third person's act toward the user without a pronoun (てきた) is no cue: "
     "てきた also means 'began to' (雨が降ってきた)",
     "草": "one Han character without kana reads as Chinese; the decision (no seek) is right",
+    "周五喝酒的事还算数吗": "an idiom ('is it still on?') with no cue of the past, a plan noun or a time question",
+    "세금 서류 언제까지 내야 돼?": "a deadline with no personal cue reads as general knowledge (when are taxes due)",
 }
 
 

@@ -9,6 +9,9 @@ from cairn.llm.store import UsageRow
 
 DEFAULT_DAYS = 30  # without `from`: the 30 days up to `to`
 MAX_DAYS = 366
+# The years every time of cairn's API lies in (cairn.events.fields), so a window's arithmetic never leaves the
+# calendar.
+EARLIEST, LATEST = datetime.date(1900, 1, 1), datetime.date(9999, 12, 31)
 
 
 class UsageLine(BaseModel):
@@ -44,8 +47,11 @@ class WindowError(ValueError):
 
 def usage_window(first: datetime.date | None, last: datetime.date | None) -> tuple[datetime.date, datetime.date]:
     """The days asked for: `to` defaults to today (UTC), `from` to 30 days up to `to`; at most 366 days."""
+    for field, day in (("from", first), ("to", last)):
+        if day is not None and not EARLIEST <= day <= LATEST:
+            raise WindowError(field, f"must be a day of the years {EARLIEST.year}–{LATEST.year}")
     last = last or datetime.datetime.now(datetime.UTC).date()
-    first = first or last - datetime.timedelta(days=DEFAULT_DAYS - 1)
+    first = first or max(EARLIEST, last - datetime.timedelta(days=DEFAULT_DAYS - 1))
     if first > last:
         raise WindowError("from", "must not be after to")
     if (last - first).days + 1 > MAX_DAYS:

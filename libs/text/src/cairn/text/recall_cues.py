@@ -114,6 +114,7 @@ ENGLISH = _table(
         r"|\b(?:i|we)\s+(?!\w*eed\b)\w{2,}ed\b|\b(?:what|where|when|who|how|which)'?d\s+(?:i|we)\b"
         # done to the user: "the bank that called me"
         r"|\b(?:told|gave|sent|showed|(?!\w*eed\b)\w{2,}ed)\s+(?:me|us)\b"
+        r"|\b(?:told|gave|sent|showed|(?!\w*eed\b)\w{2,}ed)\b[^.!?\n]{0,30}?\bto (?:me|us)\b"
         r"|\bdid\s+(?:[\w']+\s+){1,3}?(?:tell|say|give|send|show|ask|recommend|suggest|prescribe)\s+(?:me|us)\b"
     ),
     plan=(
@@ -170,6 +171,7 @@ CHINESE = _table(
         rf"{_ZH_CHAT_VERB}过|(?:上次|上回|之前|刚才|刚刚|那天|那次|前几天|早些时候|前面|先前)[^，。？?!！]{{0,12}}?"
         rf"(?:{_ZH_CHAT_VERB}|看|去|买|吃|订)|(?:我|我们|咱们|你)[^，。？?]{{0,6}}?(?:{_ZH_CHAT_VERB}|提到|谈到)的"
         r"(?!对|没错|不对|有道理)|(?:说|约|定|商量)好|聊到|提到过|(?:上次|上回|那天|之前|刚才)那|跟你说过|和你说过"
+        rf"|{_ZH_CHAT_VERB}给?(?:你|我|我们)的"  # "我今天问你的", "推荐给我的"
     ),
     past_time=r"昨天|前天|昨晚|上周|上个?星期|上个?礼拜|上个?月|去年|前年|以前|之前|当时|那时候?|上次|上回|那次|前阵子|前段时间",
     self_=rf"{_ZH_SELF}|老婆|老公|媳妇|女朋友|男朋友|爸|妈|儿子|女儿|孩子",

@@ -36,7 +36,8 @@ _CUE_CHARS = 24
 
 @dataclass(frozen=True)
 class Intent:
-    """The decision with its evidence: `cue` is `kind:matched text` of the cue that decided, shown in traces."""
+    """The decision with its evidence for traces: `cue` is `kind:matched text` of the cue that decided (two joined by
+    " + " when one counts only with the other), or None when nothing did."""
 
     seeks: bool
     language: str
@@ -113,6 +114,7 @@ def _decide(cues: _Cues) -> tuple[bool, str | None]:
         cues.find("plan")
         or cues.both("fact", "self_")
         or cues.both("when", "self_")
+        or cues.both("when", "fact")
         or cues.both("fact", "future_time")
         or cues.both("future_time", "scheduled")
     )

@@ -96,7 +96,12 @@ async def delete_model(tenant_id: uuid.UUID, request: Request) -> Response:
     return Response(status_code=204)
 
 
-@router.get("/v1/admin/tenants/{tenant_id}/usage", response_model=UsageReport, response_model_by_alias=True)
+@router.get(
+    "/v1/admin/tenants/{tenant_id}/usage",
+    response_model=UsageReport,
+    response_model_by_alias=True,
+    responses={404: {"description": "no such tenant"}},
+)
 async def get_usage(
     tenant_id: uuid.UUID,
     request: Request,

@@ -16,10 +16,10 @@ from cairn.recall.memory_ranking import RankingOptions
 from cairn.recall.memory_search import MemorySearch
 from cairn.recall.progress import IndexProgress
 from cairn.recall.queries import ReadStore
-from cairn.recall.recall_api import Recaller
 from cairn.recall.recall_api import router as recall_router
 from cairn.recall.recall_bounds import Breaker, ResultCache
 from cairn.recall.recall_reads import RecallReads
+from cairn.recall.recall_run import Recaller
 from cairn.recall.recall_traces import TraceStore, TraceSweep
 from cairn.recall.recall_traces_api import router as traces_router
 from cairn.recall.sessions_api import router as sessions_router

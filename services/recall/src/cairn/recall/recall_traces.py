@@ -12,9 +12,10 @@ import asyncio
 import json
 import logging
 import uuid
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeAlias, TypeVar
 
 import asyncpg
 
@@ -24,6 +25,8 @@ from cairn.events.envelope import new_event_id
 from cairn.storage.postgres import tenant_transaction
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+Connection: TypeAlias = "asyncpg.pool.PoolConnectionProxy[asyncpg.Record]"
 
 INSERT_TRACE = """
 INSERT INTO recall.traces (tenant_id, trace_id, agent_id, session_key, query, lane, outcome, reason, candidates,
@@ -43,7 +46,9 @@ ORDER BY created_at DESC, trace_id DESC
 LIMIT $4
 """
 FORGET_TRACES = "SELECT recall.forget_traces($1, $2)"
+SET_TENANT = "SELECT set_config('cairn.tenant_id', $1, true)"
 SWEEP_BATCH = 1000
+SWEEP_BATCH_WITHIN_S = 60.0  # one batch of the sweep at most
 
 
 def new_trace_id() -> str:
@@ -114,6 +119,29 @@ def _trace_of(row: asyncpg.Record) -> RecallTrace:
     )
 
 
+async def _on_a_connection(
+    pool: "asyncpg.Pool[asyncpg.Record]", within_s: float, work: Callable[[Connection], Coroutine[Any, Any, T]]
+) -> T:
+    """`work` on a connection of the pool, ended by TimeoutError after `within_s` however the connection
+    behaves. Cancelling work on a connection that does not answer (Postgres partitioned away) is not enough: the
+    cancellation's own clean-up (a ROLLBACK, asyncpg's cancel request) waits on the same silent network, for
+    minutes. So a connection still busy at the bound is terminated (its socket closed) before the work is
+    cancelled, and whatever it was waiting for fails at once."""
+    async with asyncio.timeout(within_s):  # a new connection that does not come up: given up when cancelled
+        conn = await pool.acquire()
+    try:
+        running: asyncio.Task[T] = asyncio.create_task(work(conn))
+        done, _ = await asyncio.wait({running}, timeout=within_s)
+        if not done:
+            conn.terminate()
+            running.cancel()
+            await asyncio.wait({running})
+            raise TimeoutError(f"Postgres did not answer within {within_s:g}s")
+        return running.result()
+    finally:
+        await pool.release(conn)
+
+
 def _uuid(value: str) -> uuid.UUID | None:
     try:
         return uuid.UUID(value)
@@ -132,11 +160,13 @@ class TraceStore:
         *,
         save_wait_s: float = 0.1,
         store_within_s: float = 5.0,
+        max_pending: int = 1000,
     ) -> None:
         self._pool = pool
         self._publisher = publisher
         self.save_wait_s = save_wait_s
         self.store_within_s = store_within_s
+        self.max_pending = max_pending  # writes and publishes in the background at most (an outage's backlog)
         self.dropped = 0  # traces that could not be stored
         self.unannounced = 0  # `recall.performed` events that could not be published
         self._pending: set[asyncio.Task[None]] = set()
@@ -144,6 +174,11 @@ class TraceStore:
     async def save(self, tenant: str, trace: RecallTrace) -> None:
         """Store the trace and publish `recall.performed`; returns once it is stored or after `save_wait_s`,
         whichever comes first (the write goes on in the background, bounded). Never raises."""
+        if len(self._pending) >= self.max_pending:
+            self.dropped += 1
+            log.warning("recall trace %s dropped (%d so far): %d writes still pending", trace.trace_id, self.dropped,
+                        len(self._pending))  # fmt: skip
+            return
         try:
             stored = self._background(self._store(tenant, trace), f"recall-trace-store-{trace.trace_id}")
             if self._publisher is not None:
@@ -166,14 +201,18 @@ class TraceStore:
         return not self._pending
 
     async def _store(self, tenant: str, trace: RecallTrace) -> None:
-        try:
-            async with asyncio.timeout(self.store_within_s), tenant_transaction(self._pool, tenant) as conn:
+        async def insert(conn: Connection) -> None:
+            async with conn.transaction():
+                await conn.execute(SET_TENANT, tenant)
                 await conn.execute(
                     INSERT_TRACE, uuid.UUID(tenant), uuid.UUID(trace.trace_id), trace.agent_id, trace.session_key,
                     trace.query, trace.lane, trace.outcome, trace.reason, _json(trace.candidates),
                     _json(trace.injected), _json(trace.timings_ms), trace.model, _json(trace.tokens),
                     list(trace.fallbacks), trace.created_at,
                 )  # fmt: skip
+
+        try:
+            await _on_a_connection(self._pool, self.store_within_s, insert)
         except Exception as error:  # Postgres down, slow, or refusing the row: counted, logged
             self.dropped += 1
             log.warning("recall trace %s dropped (%d so far): %s", trace.trace_id, self.dropped, _said(error))
@@ -209,9 +248,12 @@ class TraceStore:
         `batch` so no transaction holds many rows; how many went."""
         before = datetime.now(UTC) - timedelta(days=days)
         total = 0
+
+        async def forget(conn: Connection) -> int:
+            return int(await conn.fetchval(FORGET_TRACES, before, batch))
+
         while True:
-            async with self._pool.acquire() as conn:
-                gone = int(await conn.fetchval(FORGET_TRACES, before, batch))
+            gone = await _on_a_connection(self._pool, SWEEP_BATCH_WITHIN_S, forget)
             total += gone
             if gone < batch:
                 return total
@@ -224,7 +266,9 @@ def _said(error: BaseException) -> str:
 class TraceSweep:
     """The retention of traces, run as one of the recall service's background tasks: every `every_s`, delete the
     traces older than `retention_days`. A periodic sweep rather than a prune on write, so that the traces of a
-    tenant that stopped recalling go too. Every replica sweeps; the deletes of two at once only find fewer rows."""
+    tenant that stopped recalling go too. Every replica sweeps; the deletes of two at once only find fewer rows.
+    A pass that fails is logged and tried again at the next one: like the traces, their sweep must not take the
+    recall out of service (a crash would make the replica not ready under its supervisor)."""
 
     consumer = "recall-trace-sweep"
     stream = "-"
@@ -236,7 +280,11 @@ class TraceSweep:
 
     async def run(self) -> None:
         while True:
-            gone = await self._store.forget_older_than(self.retention_days)
-            if gone:
-                log.info("recall traces: %d older than %g days deleted", gone, self.retention_days)
+            try:
+                gone = await self._store.forget_older_than(self.retention_days)
+            except Exception as error:  # Postgres away, or the sweep refused: the next pass tries again
+                log.warning("recall traces: the retention sweep failed, next in %gs: %s", self.every_s, _said(error))
+            else:
+                if gone:
+                    log.info("recall traces: %d older than %g days deleted", gone, self.retention_days)
             await asyncio.sleep(self.every_s)
