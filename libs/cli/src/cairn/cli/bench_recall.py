@@ -59,24 +59,30 @@ def seeded_agents(endpoints: dict[str, str], sizes: tuple[int, ...], text: Text,
     return agents
 
 
-def time_recalls(recall: httpx.Client, queries: list[str]) -> Timed:
+def time_recalls(recall: httpx.Client, agents: list[Seeded], queries: list[str]) -> list[Timed]:
+    """Each query asked of every agent in turn, so a change of the machine's load (it is shared) falls on all
+    sizes alike rather than on whichever ran at the time."""
+    keys = [{"Authorization": f"Bearer {agent.api_key}"} for agent in agents]
     for query in queries[:WARM_UP]:
-        recall.post("/v1/recall", json=recall_body("main", query)).raise_for_status()
-    timed = Timed()
+        for headers in keys:
+            recall.post("/v1/recall", json=recall_body("main", query), headers=headers).raise_for_status()
+    timed = [Timed() for _ in agents]
     for query in queries:
-        started = time.perf_counter()
-        answer = recall.post("/v1/recall", json=recall_body("main", query)).raise_for_status().json()
-        timed.samples.append(time.perf_counter() - started)
-        timed.outcomes[answer["outcome"]] += 1
-        timed.trace_ids.append(answer["trace_id"])
+        for headers, into in zip(keys, timed, strict=True):
+            started = time.perf_counter()
+            response = recall.post("/v1/recall", json=recall_body("main", query), headers=headers)
+            into.samples.append(time.perf_counter() - started)
+            answer = response.raise_for_status().json()
+            into.outcomes[answer["outcome"]] += 1
+            into.trace_ids.append(answer["trace_id"])
     return timed
 
 
-def trace_timings(recall: httpx.Client, trace_ids: list[str]) -> dict[str, list[float]]:
+def trace_timings(recall: httpx.Client, api_key: str, trace_ids: list[str]) -> dict[str, list[float]]:
     """The traces' `timings_ms` by part (`lane1`, `lane2`, `total`), in seconds; a trace not stored is left out."""
     parts: dict[str, list[float]] = {}
     for trace_id in trace_ids:
-        response = recall.get(f"/v1/recall/traces/{trace_id}")
+        response = recall.get(f"/v1/recall/traces/{trace_id}", headers={"Authorization": f"Bearer {api_key}"})
         if response.status_code == 404:
             continue
         for name, ms in response.raise_for_status().json()["timings_ms"].items():
@@ -86,11 +92,10 @@ def trace_timings(recall: httpx.Client, trace_ids: list[str]) -> dict[str, list[
 
 def run_lane1(endpoints: dict[str, str], agents: list[Seeded], text: Text) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    for agent in agents:
-        headers = {"Authorization": f"Bearer {agent.api_key}"}
-        with httpx.Client(base_url=endpoints["CAIRN_RECALL_URL"], headers=headers, timeout=60) as recall:
-            timed = time_recalls(recall, text.queries)
-            server = trace_timings(recall, timed.trace_ids)
+    with httpx.Client(base_url=endpoints["CAIRN_RECALL_URL"], timeout=60) as recall:
+        runs = time_recalls(recall, agents, text.queries)
+        servers = [trace_timings(recall, a.api_key, run.trace_ids) for a, run in zip(agents, runs, strict=True)]
+    for agent, timed, server in zip(agents, runs, servers, strict=True):
         client = _percentiles(timed.samples)
         base = rows[0] if rows else client
         row = {"agent": agent.label, **client, "p50_x_baseline": round(client["p50_ms"] / base["p50_ms"], 2),

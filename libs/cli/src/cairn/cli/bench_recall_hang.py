@@ -24,6 +24,8 @@ class HangingModel:
         self._ready = threading.Event()
         self._changed = threading.Condition()
         self._handlers: set[asyncio.Task[None]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._closing = False
         self._thread = threading.Thread(target=self._serve, name="hanging-model", daemon=True)
 
     @property
@@ -63,15 +65,20 @@ class HangingModel:
         self._loop.close()
 
     async def _close(self) -> None:
+        """Stop listening and let every held connection go: closing its transport ends its handler's read (no
+        cancellation, which asyncio's stream callback would report as an error)."""
+        self._closing = True
         self._server.close()
-        for handler in list(self._handlers):
-            handler.cancel()
-        await asyncio.gather(*self._handlers, return_exceptions=True)
+        for writer in list(self._writers):
+            writer.close()
+        if self._handlers:
+            await asyncio.wait(set(self._handlers), timeout=READY_WITHIN_S)
 
     async def _hold(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._handlers.add(task)
+        self._writers.add(writer)
         try:
             head = await reader.readuntil(b"\r\n\r\n")
             length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
@@ -83,7 +90,7 @@ class HangingModel:
                 async with asyncio.timeout(HOLD_LIMIT_S):
                     while await reader.read(4096):  # b"": the client closed the connection
                         pass
-                closed = 1
+                closed = 0 if self._closing else 1  # b"" after our own close at shutdown is not the client's
             finally:
                 self._count(held=-1, disconnects=closed)
         except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
@@ -93,3 +100,4 @@ class HangingModel:
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
             self._handlers.discard(task)
+            self._writers.discard(writer)

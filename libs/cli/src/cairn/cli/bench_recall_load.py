@@ -54,6 +54,7 @@ class Lane2:
     outcomes: Counter[str] = field(default_factory=Counter)
     samples: list[float] = field(default_factory=list)
     agents_used: int = 0
+    timeouts: list[str] = field(default_factory=list)  # their trace ids: where did the deadline fall?
 
 
 async def _probe_health(client: httpx.AsyncClient, stop: asyncio.Event, into: list[float]) -> None:
@@ -89,6 +90,8 @@ async def _lane2_caller(recall: httpx.AsyncClient, ingest: httpx.AsyncClient, la
         answer = (await recall.post("/v1/recall", json=recall_body(agent, question))).raise_for_status().json()
         lane2.samples.append(time.perf_counter() - started)
         lane2.outcomes[answer["outcome"]] += 1
+        if answer["outcome"] == "timeout":
+            lane2.timeouts.append(answer["trace_id"])
         if answer["outcome"] == "circuit_open":
             agent = await _new_agent(ingest, lane2)
 
@@ -167,11 +170,20 @@ def _row(label: str, phase: Phase, alone: Phase | None) -> dict[str, Any]:
             "outcomes": outcomes_text(phase.outcomes)}  # fmt: skip
 
 
-def _lane2_row(lane2: Lane2, hang: HangingModel) -> dict[str, Any]:
+def timeouts_waiting_on_the_model(recall_url: str, lane2: Lane2) -> int:
+    """How many of lane 2's timeouts fell while the model was asked (the trace names the model), rather than
+    before lane 2 began (a recall queued behind others on a busy machine uses its deadline up in lane 1)."""
+    headers = {"Authorization": f"Bearer {lane2.api_key}"}
+    with httpx.Client(base_url=recall_url, headers=headers, timeout=60) as recall:
+        traces = [recall.get(f"/v1/recall/traces/{trace_id}") for trace_id in lane2.timeouts]
+    return sum(1 for t in traces if t.status_code == 200 and t.json()["model"] is not None)
+
+
+def _lane2_row(lane2: Lane2, hang: HangingModel, in_model: int) -> dict[str, Any]:
     figures = _percentiles(lane2.samples or [0.0])
     return {"phase": "lane 2 against the hanging model", "p50_ms": figures["p50_ms"], "p99_ms": figures["p99_ms"],
             "max_ms": round(max(lane2.samples or [0.0]) * 1000, 2), "recalls": len(lane2.samples),
-            "outcomes": outcomes_text(lane2.outcomes), "agents": lane2.agents_used,
+            "outcomes": outcomes_text(lane2.outcomes), "timeouts_in_model_call": in_model, "agents": lane2.agents_used,
             "model_calls": hang.requests, "model_calls_closed_by_cairn": hang.disconnects,
             "most_held_at_once": hang.most_held, "still_held_after": hang.held}  # fmt: skip
 
@@ -184,7 +196,7 @@ def run_load(endpoints: dict[str, str], bench: RecallBench, text: Text, key: str
         lane2 = Lane2(endpoints["CAIRN_INGEST_URL"], _hanging_tenant(endpoints, hang), bench.lane2_timeout_ms)
         loaded = asyncio.run(_phase(endpoints, key, bench, text, bench.load_queries, lane2, hang))
         hang.wait_until(lambda: hang.held == 0, RELEASED_WITHIN_S)  # cairn closed the calls it cancelled
-        lane2_row = _lane2_row(lane2, hang)
+        lane2_row = _lane2_row(lane2, hang, timeouts_waiting_on_the_model(endpoints["CAIRN_RECALL_URL"], lane2))
     callers = f"{bench.concurrency} callers"
     return [
         _row(f"lane 1 alone, {callers}", alone, None),
