@@ -51,7 +51,7 @@ def test_every_part_of_the_recall_bench_runs_and_reports(services: LocalStack, t
         "CAIRN_ADMIN_TOKEN": services.state.admin_token,
     }
     bench = RecallBench(sizes=(40,), queries=4, concurrency=4, load_queries=40, lane2_callers=3,
-                        lane2_timeout_ms=300, data=(_dataset(tmp_path / "tiny"),))  # fmt: skip
+                        lane2_timeout_ms=500, data=(_dataset(tmp_path / "tiny"),))  # fmt: skip
     result = run_recall_bench(endpoints, bench)
 
     lane1 = result["lane1"]
@@ -67,6 +67,7 @@ def test_every_part_of_the_recall_bench_runs_and_reports(services: LocalStack, t
     assert _outcomes(lane2) <= {"timeout", "circuit_open"}, "a hanging model never yields an answer"
     assert lane2["still_held_after"] == 0, "cairn closed every model call it cancelled"
     assert lane2["model_calls_closed_by_cairn"] == lane2["model_calls"]
+    assert "in model call" in lane2["timeouts_fell"] or "circuit_open" in lane2["outcomes"], lane2
 
     always, escalate = result["datasets"]
     assert (always["mode"], always["asked"], escalate["asked"]) == ("always", 2, 2)
