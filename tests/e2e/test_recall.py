@@ -333,6 +333,24 @@ def test_a_tool_call_outside_the_scope_is_refused_to_the_model(modelled: Recall,
     assert "is not one of this user's other conversations" in outputs
 
 
+def test_the_query_carries_the_recent_turns_of_the_session(plain: Recall) -> None:
+    session = plain.dashboard()
+    plain.say("let's talk about the logo", session_key=session, role="user")
+    plain.say("Sure, the logo: what about it?", session_key=session, role="assistant")
+    plain.say("what did we decide?", session_key=session, role="user")  # the runtime stored the message first
+
+    def stored() -> bool:
+        page = plain.tenant.recall.get(f"/v1/sessions/{session}/history").json()
+        return len(page.get("messages", [])) == 3
+
+    deadline = time.monotonic() + 30
+    while not stored() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    answer = plain.recall(session, "what did we decide?")
+    trace = plain.trace(answer["trace_id"])
+    assert trace["query"] == "let's talk about the logo\nSure, the logo: what about it?\nwhat did we decide?"
+
+
 # -- whose conversations ---------------------------------------------------------------------------------------
 
 
