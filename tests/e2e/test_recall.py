@@ -163,6 +163,22 @@ def test_nothing_strong_and_a_statement_gets_none_and_no_model_call(
 # -- lane 2 against the test model server ---------------------------------------------------------------------
 
 
+def test_mode_always_asks_the_model_after_a_statement_and_mode_off_never(
+    modelled: Recall, model_server: ModelServer
+) -> None:
+    modelled.config(active_memory={"mode": "always"})
+    start = len(model_server.requests)
+    model_server.script(Reply("NONE"))
+    assert modelled.recall(modelled.dashboard(), "我明天去上海")["outcome"] == "none"
+    assert len(_requests_since(model_server, start)) == 1
+    modelled.config(active_memory={"mode": "off"})
+    start = len(model_server.requests)
+    answer = modelled.recall(modelled.dashboard(), "what did we decide about the logo?")
+    assert answer["outcome"] == "none"
+    assert "lane 2 is off" in answer["reason"]
+    assert _requests_since(model_server, start) == []
+
+
 def test_the_seeds_story_with_a_model(modelled: Recall, model_server: ModelServer) -> None:
     """Yesterday on Telegram the user said they go to Shanghai next Tuesday; today, in a new dashboard thread,
     they ask what is on next week: the sub-agent's search reaches that conversation and its sentence is injected."""
