@@ -130,7 +130,7 @@ def test_a_strong_trusted_hit_is_injected_with_its_source_and_nothing_untrusted(
     assert answer["lane"] == 1
     assert [i["source"] for i in answer["items"]] == ["MEMORY.md#L2"]  # the line that says it, not the chunk
     assert all(not i["source"].startswith("memory/daily") for i in answer["items"])
-    assert "- The user is allergic to peanuts (Source: MEMORY.md#L2)" in answer["block"]
+    assert "\n- The user is allergic to peanuts (Source: MEMORY.md#L2)\n" in answer["block"]
     assert answer["block"].splitlines()[1] == "<active_memory_plugin>"
     trace = plain.trace(answer["trace_id"])
     assert trace["outcome"] == "injected"
