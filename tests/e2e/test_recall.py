@@ -203,6 +203,7 @@ def test_the_seeds_story_with_a_model(modelled: Recall, model_server: ModelServe
 
 def test_the_seeds_story_without_a_model_is_an_extractive_summary_reported_as_such(plain: Recall) -> None:
     plain.say(SHANGHAI, channel="telegram", peer_id="123", occurred_at=_yesterday())
+    plain.write("memory/daily/2026-12-04.md", "- 周三开会讨论了预算\n")  # unrelated: must not be injected
     answer = plain.recall(plain.dashboard(), "我下周有什么安排？")
     assert answer["outcome"] == "injected", answer
     assert answer["lane"] == 2
@@ -213,6 +214,9 @@ def test_the_seeds_story_without_a_model_is_an_extractive_summary_reported_as_su
     assert answer["items"][0]["source"] == "extractive"
     assert "extractive" in " ".join(plain.trace(answer["trace_id"])["fallbacks"])
     assert plain.recall(plain.dashboard(), "我明天去上海")["outcome"] == "none"
+    assert "预算" not in answer["block"]
+    unrelated = plain.recall(plain.dashboard(), "what did we decide about the logo?")
+    assert unrelated["outcome"] == "none", unrelated  # a question, but nothing close enough without a model
 
 
 def test_the_same_question_within_15_s_is_answered_from_the_cache(modelled: Recall, model_server: ModelServer) -> None:
