@@ -229,3 +229,20 @@ def test_a_usage_window_out_of_order_or_too_long_is_refused(admin: httpx.Client,
     earliest = tenant.recall.get("/v1/usage", params={"to": "1900-01-05"})
     assert earliest.status_code == 200, earliest.text
     assert earliest.json()["from"] == "1900-01-01"
+
+
+async def test_a_tenant_keeps_its_last_known_model_while_postgres_cannot_be_read(
+    services: LocalStack, tenant: Tenant, other_tenant: Tenant
+) -> None:
+    settings = LlmSettings(base_url="http://127.0.0.1:9/v1", model="default-model")
+    lost = await create_pool(PostgresSettings(url=SecretStr(services.postgres_url()), pool_min=1, pool_max=1))
+    models = Models(settings, lost, cache_s=0)
+    try:
+        known = await models.for_tenant(tenant.tenant_id)
+        assert known is not None
+        await lost.close()  # every later read of an override fails
+        assert await models.for_tenant(tenant.tenant_id) is known
+        with pytest.raises(asyncpg.InterfaceError):
+            await models.for_tenant(other_tenant.tenant_id)  # never read: nothing to fall back on
+    finally:
+        await models.aclose()

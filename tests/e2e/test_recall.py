@@ -130,7 +130,7 @@ def test_a_strong_trusted_hit_is_injected_with_its_source_and_nothing_untrusted(
     assert answer["lane"] == 1
     assert [i["source"] for i in answer["items"]] == ["MEMORY.md#L2"]  # the line that says it, not the chunk
     assert all(not i["source"].startswith("memory/daily") for i in answer["items"])
-    assert "- The user is allergic to peanuts (Source: MEMORY.md#L2)" in answer["block"]
+    assert "\n- The user is allergic to peanuts (Source: MEMORY.md#L2)\n" in answer["block"]
     assert answer["block"].splitlines()[1] == "<active_memory_plugin>"
     trace = plain.trace(answer["trace_id"])
     assert trace["outcome"] == "injected"
@@ -163,6 +163,22 @@ def test_nothing_strong_and_a_statement_gets_none_and_no_model_call(
 # -- lane 2 against the test model server ---------------------------------------------------------------------
 
 
+def test_mode_always_asks_the_model_after_a_statement_and_mode_off_never(
+    modelled: Recall, model_server: ModelServer
+) -> None:
+    modelled.config(active_memory={"mode": "always"})
+    start = len(model_server.requests)
+    model_server.script(Reply("NONE"))
+    assert modelled.recall(modelled.dashboard(), "我明天去上海")["outcome"] == "none"
+    assert len(_requests_since(model_server, start)) == 1
+    modelled.config(active_memory={"mode": "off"})
+    start = len(model_server.requests)
+    answer = modelled.recall(modelled.dashboard(), "what did we decide about the logo?")
+    assert answer["outcome"] == "none"
+    assert "lane 2 is off" in answer["reason"]
+    assert _requests_since(model_server, start) == []
+
+
 def test_the_seeds_story_with_a_model(modelled: Recall, model_server: ModelServer) -> None:
     """Yesterday on Telegram the user said they go to Shanghai next Tuesday; today, in a new dashboard thread,
     they ask what is on next week: the sub-agent's search reaches that conversation and its sentence is injected."""
@@ -187,6 +203,7 @@ def test_the_seeds_story_with_a_model(modelled: Recall, model_server: ModelServe
 
 def test_the_seeds_story_without_a_model_is_an_extractive_summary_reported_as_such(plain: Recall) -> None:
     plain.say(SHANGHAI, channel="telegram", peer_id="123", occurred_at=_yesterday())
+    plain.write("memory/daily/2026-12-04.md", "- 周三开会讨论了预算\n")  # unrelated: must not be injected
     answer = plain.recall(plain.dashboard(), "我下周有什么安排？")
     assert answer["outcome"] == "injected", answer
     assert answer["lane"] == 2
@@ -197,6 +214,9 @@ def test_the_seeds_story_without_a_model_is_an_extractive_summary_reported_as_su
     assert answer["items"][0]["source"] == "extractive"
     assert "extractive" in " ".join(plain.trace(answer["trace_id"])["fallbacks"])
     assert plain.recall(plain.dashboard(), "我明天去上海")["outcome"] == "none"
+    assert "预算" not in answer["block"]
+    unrelated = plain.recall(plain.dashboard(), "what did we decide about the logo?")
+    assert unrelated["outcome"] == "none", unrelated  # a question, but nothing close enough without a model
 
 
 def test_the_same_question_within_15_s_is_answered_from_the_cache(modelled: Recall, model_server: ModelServer) -> None:
@@ -331,6 +351,24 @@ def test_a_tool_call_outside_the_scope_is_refused_to_the_model(modelled: Recall,
     outputs = _tool_outputs(_requests_since(model_server, start)[1])
     assert "is not a memory note" in outputs
     assert "is not one of this user's other conversations" in outputs
+
+
+def test_the_query_carries_the_recent_turns_of_the_session(plain: Recall) -> None:
+    session = plain.dashboard()
+    plain.say("let's talk about the logo", session_key=session, role="user")
+    plain.say("Sure, the logo: what about it?", session_key=session, role="assistant")
+    plain.say("what did we decide?", session_key=session, role="user")  # the runtime stored the message first
+
+    def stored() -> bool:
+        page = plain.tenant.recall.get(f"/v1/sessions/{session}/history").json()
+        return len(page.get("messages", [])) == 3
+
+    deadline = time.monotonic() + 30
+    while not stored() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    answer = plain.recall(session, "what did we decide?")
+    trace = plain.trace(answer["trace_id"])
+    assert trace["query"] == "let's talk about the logo\nSure, the logo: what about it?\nwhat did we decide?"
 
 
 # -- whose conversations ---------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from cairn.local.processes import free_port
 from cairn.platform.runtime import redis_client
 from cairn.recall.recall_bounds import Breaker, ResultCache
 from tests.integration.conftest import eventually
+from tests.integration.partition import Partition
 
 pytestmark = pytest.mark.integration
 MODEL = "qwen2.5:7b-instruct"
@@ -166,3 +167,26 @@ async def test_a_redis_that_refuses_or_never_answers_fails_open(where: str, sile
             assert await cache.get(tenant, "main", "agent:main:main", "q") is None
     finally:
         await client.aclose()
+
+
+async def test_a_redis_that_goes_silent_on_established_connections_fails_open(stack: LocalStack, tenant: str) -> None:
+    """The connections were made and used; then the network to Redis goes silent (partition)."""
+    port = int(stack.redis_url.rsplit(":", 1)[1].split("/", 1)[0])
+    async with Partition(port) as relay:
+        client = redis_client(f"redis://127.0.0.1:{relay.port}/0")
+        try:
+            breaker, cache = Breaker(client), ResultCache(client)
+            await timeouts(breaker, tenant, 3)
+            assert await breaker.is_open(tenant, "main", MODEL)
+            relay.partition()
+            async with asyncio.timeout(OUTER_BOUND_S):
+                assert not await breaker.is_open(tenant, "main", MODEL)  # fail open: treated as closed
+                assert await cache.get(tenant, "main", "agent:main:main", "q") is None
+            relay.heal()
+
+            async def open_again() -> bool:
+                return await breaker.is_open(tenant, "main", MODEL)
+
+            assert await eventually(open_again, within=OUTER_BOUND_S)  # the breaker's state was never lost
+        finally:
+            await client.aclose()

@@ -24,6 +24,7 @@ from cairn.recall.recall_traces import RecallTrace, TraceStore, TraceSweep, new_
 from cairn.storage.postgres import create_pool
 from cairn.storage.settings import PostgresSettings
 from tests.integration.conftest import eventually, holds_for
+from tests.integration.partition import Partition
 
 pytestmark = pytest.mark.integration
 OUTER_BOUND_S = 10.0  # far above the save's own wait: only a save that waits on the outage takes this long
@@ -158,55 +159,6 @@ async def test_a_save_while_postgres_is_unreachable_returns_within_its_wait_and_
         await store.save(tenant, trace())
     assert await store.settled(OUTER_BOUND_S)  # the writes left behind end within their own bound
     assert store.dropped == 2
-
-
-class Partition:
-    """A TCP relay in front of the real Postgres that can be cut: while cut, nothing passes either way (the bytes
-    wait, as in a network partition), so established connections hang rather than fail."""
-
-    def __init__(self, target: int) -> None:
-        self.target = target
-        self.cut = asyncio.Event()
-        self.healed = asyncio.Event()
-        self.healed.set()
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._server: asyncio.Server | None = None
-        self.port = 0
-
-    async def __aenter__(self) -> "Partition":
-        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *_: object) -> None:
-        assert self._server is not None
-        self._server.close()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    def partition(self) -> None:
-        self.healed.clear()
-
-    def heal(self) -> None:
-        self.healed.set()
-
-    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target)
-        for source, sink in ((reader, up_writer), (up_reader, writer)):
-            task = asyncio.create_task(self._pipe(source, sink))
-            self._tasks.add(task)
-
-    async def _pipe(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-        try:
-            while data := await source.read(65536):
-                await self.healed.wait()
-                sink.write(data)
-                await sink.drain()
-        except (ConnectionError, OSError):
-            pass
-        finally:
-            sink.close()
 
 
 async def test_a_save_while_postgres_is_partitioned_away_is_bounded_and_traces_are_stored_again_after(

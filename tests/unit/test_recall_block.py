@@ -44,6 +44,14 @@ def test_lane1_lines_cite_their_source_lines() -> None:
     ]
 
 
+def test_a_markdown_list_item_keeps_one_marker() -> None:
+    hits = [Cited("MEMORY.md", 2, 2, "- allergic to peanuts", 0.9), Cited("MEMORY.md", 5, 5, "3. likes tea", 0.9)]
+    assert lane1_lines(hits) == [
+        "- allergic to peanuts (Source: MEMORY.md#L2)",
+        "- likes tea (Source: MEMORY.md#L5)",
+    ]
+
+
 def test_lane1_keeps_at_most_three_items() -> None:
     hits = [Cited(f"memory/bank/{i}.md", 1, 1, f"fact {i}", 0.9) for i in range(5)]
     assert [line.split(" (")[0] for line in lane1_lines(hits)] == ["- fact 0", "- fact 1", "- fact 2"]

@@ -59,11 +59,20 @@ def test_a_cited_line_is_redacted() -> None:
 
 def test_the_extractive_summary_takes_the_best_hits_with_the_day_they_were_said() -> None:
     hits = [
-        {"snippet": "我喜欢咖啡", "score": 0.3},
-        {"snippet": "下周二我去上海参加产品发布会", "score": 0.9, "said_at": "2026-12-05T09:30:00+00:00"},
-    ]
+        {"snippet": "我喜欢咖啡", "score": 0.3, "session_key": "agent:main:main"},
+        {"snippet": "下周二我去上海参加产品发布会", "score": 0.9, "session_key": "agent:main:main",
+         "said_at": "2026-12-05T09:30:00+00:00"},
+        {"snippet": "- 周三开会讨论了预算", "score": 0.2, "path": "memory/daily/2026-12-04.md"},
+    ]  # fmt: skip
     assert extractive(hits) == "(2026-12-05) 下周二我去上海参加产品发布会; 我喜欢咖啡"
     assert extractive([]) is None
     long = extractive([{"snippet": "word " * 100, "score": 1.0}])
     assert long is not None
     assert len(long) <= 220
+
+
+def test_a_weak_hit_is_no_extractive_summary() -> None:
+    note = {"snippet": "- 周三开会讨论了预算", "score": 0.29, "path": "memory/daily/2026-12-04.md"}
+    assert extractive([note]) is None
+    assert extractive([{"snippet": "什么都行", "score": 0.05, "session_key": "agent:main:main"}]) is None
+    assert extractive([{"snippet": "下周二去上海", "score": 0.2, "session_key": "agent:main:main"}]) == "下周二去上海"

@@ -65,3 +65,12 @@ def test_the_prompt_says_who_said_what() -> None:
     query = build_query("recent", "and then?", _newest_first(("user", "hi"), ("assistant", "hello")))
     assert query.prompt_text() == "Recent conversation:\nuser: hi\nassistant: hello\n\nLatest user message: and then?"
     assert build_query("message", "hi", []).prompt_text() == "hi"
+
+
+def test_a_long_message_is_searched_by_its_first_2000_characters() -> None:
+    pasted = "lorem ipsum " * 1000
+    query = build_query("message", pasted, [])
+    assert len(query.message) <= 2000
+    assert pasted.startswith(query.message[:-1])
+    recent = build_query("recent", pasted, [Turn("user", pasted), Turn("user", "before")])
+    assert recent.context == (Turn("user", "before"),)  # the stored copy of the long message is still left out

@@ -45,13 +45,20 @@ class Models:
 
     async def for_tenant(self, tenant: str) -> ModelClient | None:
         """The tenant's override, else the deployment's model, else None (no model: the caller's no-model path).
-        Raises what Postgres raises when the override cannot be read and none is cached."""
+        While Postgres cannot be read, the tenant's last known model is used; with none known, what Postgres
+        raised is raised."""
         now = time.monotonic()
         cached = self._tenants.get(tenant)
         if cached is not None and cached[0] > now:
             key = cached[1]
         else:
-            override = await self.store.override(tenant)
+            try:
+                override = await self.store.override(tenant)
+            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                if cached is None:
+                    raise
+                log.warning("the model override of tenant %s cannot be read; using the last known", tenant)
+                return None if cached[1] is None else self._client(cached[1])
             key = (override.base_url, override.model, override.api_key) if override else self.default_key
             if len(self._tenants) >= CACHE_LIMIT:
                 self._tenants.clear()

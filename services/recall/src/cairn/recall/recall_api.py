@@ -24,12 +24,17 @@ from cairn.recall.recall_run import Answer, Asked, Draft, Outcome, Recaller, Rec
 from cairn.recall.recall_traces import RecallTrace
 
 router = APIRouter(tags=["recall"])
+MAX_TEXT_CHARS = 64 * 1024  # a pasted document is still a message to answer: recall reads its beginning
 
 
 class RecallRequest(BaseModel):
     agent_id: str = Field(default="main", pattern=r"^[A-Za-z0-9_-]{1,64}$")
     session_key: Name = Field(min_length=1, max_length=512, description="the session the message arrived in")
-    text: FreeText = Field(min_length=1, max_length=4096, description="the user's message")
+    text: FreeText = Field(
+        min_length=1,
+        max_length=MAX_TEXT_CHARS,
+        description="the user's message (searched by its first 2,000 characters)",
+    )
     chat_type: ChatType | None = Field(
         default=None, description="the chat's type, for a session not stored yet (a stored session's own wins)"
     )

@@ -5,6 +5,7 @@ A memory's text is data, never markup: `<`, `>` and `&` are escaped so a remembe
 the tag and speak as the runtime, and the line before the block tells the model it is context, not orders.
 """
 
+import re
 import unicodedata
 from dataclasses import dataclass
 
@@ -14,6 +15,7 @@ MAX_ITEMS = 3
 MAX_LANE1_CHARS = 1800
 MAX_SENTENCE_CHARS = 220
 ELLIPSIS = "…"
+_BULLET = re.compile(r"^(?:[-*+]|\d{1,3}[.)])\s+")  # a Markdown list item's own marker: the line brings one
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,7 @@ def lane1_lines(hits: list[Cited], max_items: int = MAX_ITEMS, max_chars: int = 
         tail = f" (Source: {source(hit)})"
         separator = 1 if lines else 0
         room = max_chars - used - separator - len(tail) - 2
-        text = one_line(hit.snippet)
+        text = _BULLET.sub("", one_line(hit.snippet), count=1)
         if len(text) > room:
             if lines or room < 20:
                 break

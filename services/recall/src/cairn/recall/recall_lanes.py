@@ -26,6 +26,12 @@ LANE1_POOL = 12  # memory hits asked for before keeping the trusted ones
 MAX_TOOL_ROUNDS = 4
 ANSWER_TOKENS = 200
 EXTRACTIVE_HITS = 2
+# The least score of a hit the extractive summary may use, not calibrated on a dataset. A document's is memory
+# search's fused score, and a note found by meaning alone scored 0.04-0.22 in the e2e stories; a message's is
+# session search's (it always shares a word with the query): the asked-about messages scored 0.22-0.66 there,
+# depending on how many messages the index holds.
+DOCUMENT_FLOOR = 0.3
+SESSION_FLOOR = 0.1
 NO_MODEL = (
     "recall lane 2 without a model (no CAIRN_LLM_BASE_URL/CAIRN_LLM_MODEL and no tenant model): an extractive "
     "summary of the best hits stands in for the sub-agent"
@@ -134,8 +140,10 @@ async def lane2(client: ModelClient, tools: MemoryTools, query: RecallQuery, tod
 
 def extractive(hits: Sequence[dict[str, Any]]) -> str | None:
     """The no-model stand-in for the sub-agent's sentence: the best hits' own words (with the day a
-    conversation hit was said), cut to one line of 220 characters."""
-    ranked = sorted(hits, key=lambda h: -float(h["score"]))[:EXTRACTIVE_HITS]
+    conversation hit was said), cut to one line of 220 characters. Without a model to judge them, a hit counts
+    only at its kind's floor or above: a weak match injected as memory is worse than nothing."""
+    passing = [h for h in hits if float(h["score"]) >= (SESSION_FLOOR if "session_key" in h else DOCUMENT_FLOOR)]
+    ranked = sorted(passing, key=lambda h: -float(h["score"]))[:EXTRACTIVE_HITS]
     parts = []
     for hit in ranked:
         said = hit.get("said_at")

@@ -15,6 +15,7 @@ ASSISTANT_TURN_CHARS = 180
 RECENT_USER_TURNS = 2
 FULL_TURN_CHARS = 400
 FULL_BUDGET_CHARS = 4000
+MESSAGE_CHARS = 2000
 ROWS_READ = {"message": 0, "recent": 8, "full": 40}  # newest messages read from the window per mode
 ROLES = ("user", "assistant")
 
@@ -81,11 +82,13 @@ def full_context(newest_first: Sequence[Turn], message: str, budget: int = FULL_
 
 
 def build_query(mode: QueryMode, message: str, newest_first: Sequence[Turn]) -> RecallQuery:
+    """A long message (a pasted document) is searched by its first MESSAGE_CHARS characters."""
+    searched = cut(message, MESSAGE_CHARS) if len(message) > MESSAGE_CHARS else message
     if mode == "recent":
-        return RecallQuery(message, recent_context(newest_first, message))
+        return RecallQuery(searched, recent_context(newest_first, message))
     if mode == "full":
-        return RecallQuery(message, full_context(newest_first, message))
-    return RecallQuery(message, ())
+        return RecallQuery(searched, full_context(newest_first, searched))
+    return RecallQuery(searched, ())
 
 
 async def newest_turns(history: HistoryStore, tenant: str, agent: str, session_key: str, mode: QueryMode) -> list[Turn]:

@@ -127,18 +127,23 @@ async def _on_a_connection(
     cancellation's own clean-up (a ROLLBACK, asyncpg's cancel request) waits on the same silent network, for
     minutes. So a connection still busy at the bound is terminated (its socket closed) before the work is
     cancelled, and whatever it was waiting for fails at once."""
-    async with asyncio.timeout(within_s):  # a new connection that does not come up: given up when cancelled
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    async with asyncio.timeout_at(deadline):  # a new connection that does not come up: given up when cancelled
         conn = await pool.acquire()
+    running: asyncio.Task[T] = asyncio.create_task(work(conn))
     try:
-        running: asyncio.Task[T] = asyncio.create_task(work(conn))
-        done, _ = await asyncio.wait({running}, timeout=within_s)
+        done, _ = await asyncio.wait({running}, timeout=max(0.0, deadline - loop.time()))
         if not done:
-            conn.terminate()
-            running.cancel()
-            await asyncio.wait({running})
             raise TimeoutError(f"Postgres did not answer within {within_s:g}s")
         return running.result()
     finally:
+        if not running.done():  # the bound, or this task cancelled (a shutdown)
+            conn.terminate()
+            running.cancel()
+            await asyncio.wait({running})
+            if not running.cancelled():
+                running.exception()  # retrieved: the closed connection's error says nothing more
         await pool.release(conn)
 
 
