@@ -179,6 +179,10 @@ def test_agent_config_as_written_answers_the_full_effective_config(tenant: Tenan
     assert effective["reset"]["mode"] == "none"
     assert "timezone" in effective["reset"]
     assert {"group_scope", "retention", "compaction"} <= effective.keys()
+    assert effective["active_memory"] == {
+        "mode": "escalate", "query_mode": "recent", "allowed_chat_types": ["direct"], "allowed_chat_ids": [],
+        "denied_chat_ids": [], "timeout_ms": 15000, "min_score": 0.65,
+    }  # fmt: skip
     assert tenant.ingest.get("/v1/agents/main/config").json() == effective
     # the config routes: Alice on telegram now has her own session (per-channel-peer, linked identity)
     said = tenant.say("hi", channel="telegram", peer_id="123", message_id="cfg-1")

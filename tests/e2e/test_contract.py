@@ -18,12 +18,18 @@ INGEST_PATHS = {
     ("put", "/v1/memory/files/{path}"),
     ("delete", "/v1/memory/files/{path}"),
     ("post", "/v1/memory/daily"),
+    ("put", "/v1/admin/tenants/{tenant_id}/model"),
+    ("get", "/v1/admin/tenants/{tenant_id}/model"),
+    ("delete", "/v1/admin/tenants/{tenant_id}/model"),
+    ("get", "/v1/admin/tenants/{tenant_id}/usage"),
 }
 RECALL_PATHS = {
     ("post", "/v1/sessions/search"),
     ("get", "/v1/memory/files/{path}"),
     ("get", "/v1/memory/files"),
     ("get", "/v1/memory/versions/{path}"),
+    ("post", "/v1/recall"),
+    ("get", "/v1/usage"),
 }
 
 

@@ -58,7 +58,12 @@ def test_config_put_then_get_returns_the_effective_config(tenant: Tenant, other_
         "reset_by_type": {},
         "retention": {"dormant_after_days": None, "archive_after_days": None},
         "compaction": {"reserve_tokens": None, "soft_threshold_tokens": None, "max_transcript_bytes": None},
-    }
+        "active_memory": {
+            "mode": "escalate", "query_mode": "recent", "allowed_chat_types": ["direct"], "allowed_chat_ids": [],
+            "denied_chat_ids": [], "timeout_ms": 15000, "min_score": 0.65,
+        },
+        "owner_peers": [],
+    }  # fmt: skip
     assert put.json() == effective
     assert put.headers["etag"] == '"1"'
     got = tenant.ingest.get("/v1/agents/main/config")
@@ -80,6 +85,13 @@ def test_config_put_then_get_returns_the_effective_config(tenant: Tenant, other_
         ({"context_window": 500}, "context_window"),
         ({"sessions_visibility": "public"}, "sessions_visibility"),
         ({"identity_links": {"alice": ["123"]}}, "identity_links.alice.0"),
+        ({"active_memory": {"mode": "never"}}, "active_memory.mode"),
+        ({"active_memory": {"timeout_ms": 249}}, "active_memory.timeout_ms"),
+        ({"active_memory": {"timeout_ms": 120_001}}, "active_memory.timeout_ms"),
+        ({"active_memory": {"min_score": 1.5}}, "active_memory.min_score"),
+        ({"active_memory": {"allowed_chat_types": ["dm"]}}, "active_memory.allowed_chat_types.0"),
+        ({"active_memory": {"denied_chat_ids": ["x"] * 257}}, "active_memory.denied_chat_ids"),
+        ({"owner_peers": ["123"]}, "owner_peers.0"),
     ],
 )
 def test_a_bad_config_is_422_naming_the_field_and_changes_nothing(

@@ -90,6 +90,12 @@ def scenario(tenant: str) -> list[Event]:
         _configured(tenant, 2, ResetPolicy(mode="none"), 1000),
         _say(tenant, K1, "after the new settings", 300, "a8"),
         _say(tenant, K1, "no adapter id", 301, None),
+        _say(tenant, K1, "/active-memory off", 302, "a9"),  # switches, never stored (K1 ends off)
+        _say(tenant, K2, "/Active-Memory OFF", 303, "b4", channel="telegram", peer_id="7"),
+        _say(tenant, K2, "between the switches", 304, "b5", channel="telegram", peer_id="7"),
+        _say(tenant, K2, "/active-memory status", 305, "b6", channel="telegram", peer_id="7"),
+        _say(tenant, K2, "/active-memory on", 306, "b7", channel="telegram", peer_id="7"),  # K2 ends on
+        _say(tenant, "agent:main:telegram:direct:8", "/active-memory off", 307, "e1", channel="telegram", peer_id="8"),
     ]
 
 
@@ -162,7 +168,7 @@ async def stored(pool: Pool, tenant: str) -> tuple[list[tuple[Any, ...]], list[t
         sessions = await conn.fetch(
             """SELECT session_key, agent_id, chat_type, channel, status, last_position, reset_index, window_tokens,
                       window_bytes, compaction_cycle, compaction_flagged, message_count, last_activity_at,
-                      parent_session_id IS NOT NULL AS has_parent
+                      parent_session_id IS NOT NULL AS has_parent, active_memory
                FROM session.sessions ORDER BY session_key"""
         )
     order: dict[str, int] = {}  # a key's sessions numbered in the order they were written to
@@ -183,6 +189,11 @@ async def test_a_batch_leaves_what_one_event_at_a_time_leaves(app_pool: Pool) ->
     assert plain[4] == [], "the re-sent message is stored once"
     assert [e.reason for e in plain[8] if isinstance(e, ResetBoundary)] == ["idle"]
     assert await stored(app_pool, batch_tenant) == await stored(app_pool, plain_tenant)
+    _, sessions = await stored(app_pool, batch_tenant)
+    switched = {row[0]: row[-1] for row in sessions}
+    assert (switched[K1], switched[K2], switched["agent:main:telegram:direct:8"]) == (False, True, False)
+    entries, _ = await stored(app_pool, batch_tenant)
+    assert not [e for e in entries if "/active-memory" in (e[5] or "").lower()], "commands are never stored"
 
 
 async def test_batches_continue_what_earlier_batches_wrote(app_pool: Pool) -> None:

@@ -9,7 +9,7 @@ from pydantic import ValidationError
 from cairn.events import AgentConfig, InboundMessage
 from cairn.events.routing import routing_config, session_key_for
 
-DEFAULTS = {
+DEFAULTS: dict[str, Any] = {
     "dm_scope": "main",
     "identity_links": {},
     "group_scope": "group",
@@ -20,6 +20,16 @@ DEFAULTS = {
     "sessions_visibility": "tree",
     "remember_across_conversations": None,
     "retention": {"dormant_after_days": None, "archive_after_days": None},
+    "active_memory": {
+        "mode": "escalate",
+        "query_mode": "recent",
+        "allowed_chat_types": ["direct"],
+        "allowed_chat_ids": [],
+        "denied_chat_ids": [],
+        "timeout_ms": 15000,
+        "min_score": 0.65,
+    },
+    "owner_peers": [],
 }
 API_EXAMPLE = {
     "dm_scope": "per-channel-peer",
@@ -89,6 +99,24 @@ def test_valid_reset_policies(reset: dict[str, Any]) -> None:
         ({"compaction": {"max_transcript_bytes": 100}}, ("compaction", "max_transcript_bytes")),
         ({"compaction": {"window": 5}}, ("compaction", "window")),
         ({"identity_links": {"incognito-bob": ["telegram:1"]}}, ("identity_links",)),
+        ({"active_memory": {"mode": "sometimes"}}, ("active_memory", "mode")),
+        ({"active_memory": {"query_mode": "all"}}, ("active_memory", "query_mode")),
+        ({"active_memory": {"allowed_chat_types": ["dm"]}}, ("active_memory", "allowed_chat_types", 0)),
+        ({"active_memory": {"allowed_chat_types": "direct"}}, ("active_memory", "allowed_chat_types")),
+        ({"active_memory": {"allowed_chat_ids": ["x"] * 257}}, ("active_memory", "allowed_chat_ids")),
+        ({"active_memory": {"denied_chat_ids": ["x"] * 257}}, ("active_memory", "denied_chat_ids")),
+        ({"active_memory": {"denied_chat_ids": ["x" * 257]}}, ("active_memory", "denied_chat_ids", 0)),
+        ({"active_memory": {"denied_chat_ids": [""]}}, ("active_memory", "denied_chat_ids", 0)),
+        ({"active_memory": {"allowed_chat_ids": ["a\nb"]}}, ("active_memory", "allowed_chat_ids", 0)),
+        ({"active_memory": {"timeout_ms": 249}}, ("active_memory", "timeout_ms")),
+        ({"active_memory": {"timeout_ms": 120_001}}, ("active_memory", "timeout_ms")),
+        ({"active_memory": {"timeout_ms": 1e30}}, ("active_memory", "timeout_ms")),
+        ({"active_memory": {"min_score": -0.01}}, ("active_memory", "min_score")),
+        ({"active_memory": {"min_score": 1.01}}, ("active_memory", "min_score")),
+        ({"active_memory": {"lanes": 2}}, ("active_memory", "lanes")),
+        ({"owner_peers": ["123"]}, ("owner_peers", 0)),
+        ({"owner_peers": "telegram:1"}, ("owner_peers",)),
+        ({"owner_peers": [f"telegram:{n}" for n in range(33)]}, ("owner_peers",)),
     ],
     ids=lambda v: "-".join(map(str, v)) if isinstance(v, tuple) else None,
 )
@@ -96,6 +124,15 @@ def test_each_invalid_field_is_named(config: dict[str, Any], location: tuple[str
     with pytest.raises(ValidationError) as caught:
         AgentConfig.model_validate(config)
     assert [e["loc"] for e in caught.value.errors()] == [location]
+
+
+def test_active_memory_bounds_are_inclusive() -> None:
+    lowest = {"timeout_ms": 250, "min_score": 0, "allowed_chat_types": [], "denied_chat_ids": ["x"] * 256}
+    highest = {"timeout_ms": 120_000, "min_score": 1, "allowed_chat_types": ["direct", "group", "channel"]}
+    assert AgentConfig.model_validate({"active_memory": lowest}).active_memory.timeout_ms == 250
+    assert AgentConfig.model_validate({"active_memory": highest}).active_memory.min_score == 1.0
+    owners = [f"telegram:{n}" for n in range(32)]
+    assert len(AgentConfig.model_validate({"owner_peers": owners}).owner_peers) == 32
 
 
 def test_an_unknown_time_zone_says_what_to_use() -> None:

@@ -21,6 +21,7 @@ import base64
 import copy
 import fnmatch
 import functools
+import os
 import re
 import shutil
 import subprocess
@@ -34,7 +35,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from cairn.local import LocalStack
 from cairn.local.infra import NATS_SYNC_INTERVAL, SHARED_BUFFERS
+from cairn.local.main import local_defaults
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -54,6 +57,14 @@ KEDA_SCALED = {"indexer", "consolidation"}
 # the consumer of CAIRN_SESSION each scaled deployment runs (the indexer's is INDEXER_CONSUMER, cairn.events)
 SESSION_STREAM_CONSUMERS = {"indexer": "indexer-transcripts", "consolidation": "consolidation"}
 BUILDS = ("base", "overlays/dev", "overlays/prod")
+# The deployment's model (cairn.llm.LlmSettings): every service gets them, the key from a Secret in k8s.
+LLM_SETTINGS = (
+    "CAIRN_LLM_BASE_URL",
+    "CAIRN_LLM_MODEL",
+    "CAIRN_LLM_API_KEY",
+    "CAIRN_LLM_TIMEOUT_S",
+    "CAIRN_LLM_ALLOWED_HOSTS",
+)
 # An older still-common release and the newest schema set kubernetes-validate bundles.
 K8S_VERSIONS = ("1.33", kubernetes_validate.latest_version())
 CRD_API_GROUPS = {"keda.sh", "postgresql.cnpg.io"}
@@ -1025,6 +1036,11 @@ API_ROUTES = [
     ("POST", "/v1/admin/tenants", "ingest"),
     ("PUT", "/v1/agents/main/config", "ingest"),
     ("GET", "/v1/agents/main/config", "ingest"),
+    ("PUT", "/v1/admin/tenants/9c62dcb2-58bd-4e16-8e04-33e2f4213aab/model", "ingest"),
+    ("GET", "/v1/admin/tenants/9c62dcb2-58bd-4e16-8e04-33e2f4213aab/model", "ingest"),
+    ("DELETE", "/v1/admin/tenants/9c62dcb2-58bd-4e16-8e04-33e2f4213aab/model", "ingest"),
+    ("GET", "/v1/admin/tenants/9c62dcb2-58bd-4e16-8e04-33e2f4213aab/usage", "ingest"),
+    ("GET", "/v1/usage", "recall"),
     ("PUT", "/v1/memory/files/MEMORY.md", "ingest"),
     ("PUT", "/v1/memory/files/memory/bank/profile.md", "ingest"),
     ("DELETE", "/v1/memory/files/MEMORY.md", "ingest"),
@@ -1038,6 +1054,8 @@ API_ROUTES = [
     ("GET", "/v1/memory/files/memory/daily/2026-11-30.md", "recall"),
     ("GET", "/v1/memory/status", "recall"),
     ("HEAD", "/v1/memory/status", "recall"),
+    ("GET", "/v1/recall/traces/019ac8e1-7a40-7000-8000-00000000000d", "recall"),
+    ("GET", "/v1/recall/traces", "recall"),
 ]
 
 
@@ -1165,6 +1183,9 @@ def test_compose_variables_have_dev_only_defaults() -> None:
     variables = compose_variables()
     assert variables
     for name, default in variables:
+        if name in LLM_SETTINGS:  # empty is their meaning when unset: no model, no key, no overrides
+            assert default is not None, f"${{{name}}} has no default: `docker compose up` would need an .env file"
+            continue
         assert default, f"${{{name}}} has no default: `docker compose up` would need an .env file"
         if re.search(r"PASSWORD|TOKEN|SECRET", name):
             assert "dev-only" in default, f"{name}'s default does not look dev-only: {default!r}"
@@ -1233,6 +1254,63 @@ def test_compose_connection_settings_agree() -> None:
         assert env["OTEL_TRACES_EXPORTER"] == "otlp"
     admin = urlsplit(migrate["CAIRN_POSTGRES_ADMIN_URL"])
     assert (admin.username, admin.password) == (postgres["POSTGRES_USER"], postgres["POSTGRES_PASSWORD"])
+
+
+def test_compose_passes_the_model_settings_to_every_service() -> None:
+    services = compose()["services"]
+    raw = _compose_raw()["x-cairn-env"]
+    for name in SERVICES:
+        env = compose_env(services[name])
+        assert {key: env.get(key) for key in LLM_SETTINGS} == {
+            "CAIRN_LLM_BASE_URL": "",
+            "CAIRN_LLM_MODEL": "",
+            "CAIRN_LLM_API_KEY": "",
+            "CAIRN_LLM_TIMEOUT_S": "30",
+            "CAIRN_LLM_ALLOWED_HOSTS": "",
+        }, name
+    for key in LLM_SETTINGS:
+        assert raw[key].startswith(f"${{{key}:-"), f"{key} is not taken from the operator's environment"
+
+
+@pytest.mark.parametrize("which", BUILDS)
+def test_k8s_passes_the_model_settings_to_every_service_with_the_key_in_a_secret(which: str) -> None:
+    objects = build(which)
+    containers = cairn_containers(objects)
+    (config,) = {ref["configMapRef"]["name"] for c in containers.values() for ref in c.get("envFrom", [])}
+    data = configmap_data(objects, config)
+    assert {key for key in LLM_SETTINGS if key in data} == set(LLM_SETTINGS) - {"CAIRN_LLM_API_KEY"}
+    for name in SERVICES:
+        (key,) = [item for item in containers[name].get("env", []) if item["name"] == "CAIRN_LLM_API_KEY"]
+        secret = key["valueFrom"]["secretKeyRef"]
+        assert secret["name"].startswith("cairn-secrets")  # a generated Secret's name gets its content hash
+        assert (secret["key"], secret["optional"]) == ("CAIRN_LLM_API_KEY", True)
+
+
+def test_the_local_stack_passes_the_operators_model_settings_to_every_service(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    chosen = {key: f"value of {key}" for key in LLM_SETTINGS}
+    for key, value in chosen.items():
+        monkeypatch.setenv(key, value)
+    stack = LocalStack(tmp_path)
+    stack._assign_ports()
+    for name in SERVICES:
+        env = stack.service_env(name)
+        assert {key: env[key] for key in LLM_SETTINGS} == chosen
+
+
+def test_the_local_launcher_allows_model_overrides_on_this_machine_unless_the_operator_says_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CAIRN_LLM_ALLOWED_HOSTS", raising=False)
+    stack = LocalStack(tmp_path, extra_env=local_defaults(os.environ))
+    stack._assign_ports()
+    for name in SERVICES:
+        assert stack.service_env(name)["CAIRN_LLM_ALLOWED_HOSTS"] == "127.0.0.1,localhost"
+    for chosen in ("", "llm.internal"):  # set, even empty (no overrides), the operator's value is kept
+        monkeypatch.setenv("CAIRN_LLM_ALLOWED_HOSTS", chosen)
+        stack = LocalStack(tmp_path, extra_env=local_defaults(os.environ))
+        assert stack.service_env("ingest")["CAIRN_LLM_ALLOWED_HOSTS"] == chosen
 
 
 def test_compose_dependencies_use_the_expected_images() -> None:

@@ -193,17 +193,28 @@ def test_agent_configured_carries_the_whole_effective_config() -> None:
         "sessions_visibility": "tree",
         "remember_across_conversations": None,
         "retention": {"dormant_after_days": None, "archive_after_days": None},
+        "active_memory": {
+            "mode": "escalate",
+            "query_mode": "recent",
+            "allowed_chat_types": ["direct"],
+            "allowed_chat_ids": [],
+            "denied_chat_ids": [],
+            "timeout_ms": 15000,
+            "min_score": 0.65,
+        },
+        "owner_peers": [],
     }
 
 
 def test_agent_configured_published_before_group_scope_reset_by_type_and_retention_still_decodes() -> None:
     first_published = golden("agent.configured.v1")
-    for added in ("group_scope", "reset_by_type", "retention", "compaction"):
+    for added in ("group_scope", "reset_by_type", "retention", "compaction", "active_memory", "owner_peers"):
         del first_published["config"][added]
     decoded = decode_event(json.dumps(first_published))
     assert isinstance(decoded, AgentConfigured)
     assert (decoded.config.group_scope, decoded.config.reset_by_type) == ("group", {})
     assert decoded.config.retention.archive_after_days is None
+    assert (decoded.config.active_memory.mode, decoded.config.owner_peers) == ("escalate", ())
 
 
 def test_event_time_offset_is_kept_apart_from_record_time() -> None:

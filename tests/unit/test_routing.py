@@ -10,7 +10,9 @@ from cairn.events.routing import (
     GroupScope,
     RoutingConfig,
     RoutingError,
+    active_memory_command,
     incognito_thread_key,
+    is_active_memory_command,
     is_incognito,
     is_reset_command,
     session_key_for,
@@ -282,6 +284,35 @@ def test_routing_error_is_a_value_error() -> None:
 )
 def test_is_reset_command(text: str, role: str, expected: str | None) -> None:
     assert is_reset_command(msg(text=text, role=role)) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("/active-memory off", "off"),
+        ("/active-memory on", "on"),
+        ("/active-memory status", "status"),
+        ("/active-memory", "status"),
+        ("  /ACTIVE-MEMORY   Off \n", "off"),
+        ("\t/Active-Memory\tON", "on"),
+        ("/active-memory offline", None),
+        ("/active-memory off please", None),
+        ("/active-memory toggle", None),
+        ("/active-memoryoff", None),
+        ("/active-memories off", None),
+        ("active-memory off", None),
+        ("please /active-memory off", None),
+        ("", None),
+    ],
+)
+def test_active_memory_command_is_recognised_exactly(text: str, expected: str | None) -> None:
+    assert active_memory_command(text) == expected
+    assert is_active_memory_command(msg(text=text or " ", role="user")) == expected
+
+
+@pytest.mark.parametrize("role", ["assistant", "system", "tool"])
+def test_only_a_user_sends_an_active_memory_command(role: str) -> None:
+    assert is_active_memory_command(msg(text="/active-memory off", role=role)) is None
 
 
 @pytest.mark.parametrize(

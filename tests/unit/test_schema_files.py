@@ -50,5 +50,8 @@ def test_a_repeatable_is_named_after_the_one_function_it_defines() -> None:
 
 def test_every_owner_has_its_baseline_first() -> None:
     files = available_schema()
-    assert [f.label for f in files[: len(OWNERS)]] == [f"{o.name}/V0001__baseline" for o in OWNERS]
+    assert [owner_files(o)[0].label for o in OWNERS] == [f"{o.name}/V0001__baseline" for o in OWNERS]
+    assert files[0].label == "platform/V0001__baseline"
+    versioned = [f for f in files if f.kind == "versioned"]
+    assert versioned == sorted(versioned, key=lambda f: [o.name for o in OWNERS].index(f.owner)), "owner by owner"
     assert OWNERS[0].name == "platform", "the roles and row-level security helpers come first"

@@ -47,6 +47,7 @@ class InMemoryTranscripts:
         self.entries: dict[str, list[Stored]] = {}
         self.chat_type_of: dict[str, str] = {}
         self.settings: dict[str, tuple[int, AgentConfig]] = {}
+        self.active_memory: dict[str, bool] = {}  # by key; a key never switched has it on
 
     def _current(self, key: str, created: bool) -> SessionRow:
         settings = self.settings.get(self.agent_of[key])
@@ -117,6 +118,9 @@ class InMemoryTranscripts:
     async def flag_compaction(self, tenant: str, session: SessionRow) -> None:
         key = self._key_of(session.session_id)
         self.sessions[key] = replace(self.sessions[key], compaction_flagged=True)
+
+    async def set_active_memory(self, tenant: str, session: SessionRow, enabled: bool) -> None:
+        self.active_memory[self._key_of(session.session_id)] = enabled
 
     async def close_compaction(self, tenant: str, session: SessionRow, first_kept_position: int) -> None:
         key = self._key_of(session.session_id)
@@ -244,6 +248,51 @@ async def test_slash_new_records_a_boundary_with_the_closed_window_tail_and_keep
 async def test_assistant_slash_text_is_a_message_not_a_reset() -> None:
     emitted = await _handlers().on_message(InMemoryTranscripts(), _received("/new is a command", role="assistant"), 1)
     assert any(isinstance(e, TranscriptAppended) for e in emitted)
+
+
+async def test_active_memory_commands_switch_the_flag_and_are_never_stored() -> None:
+    store, handlers = InMemoryTranscripts(), _handlers()
+    await handlers.on_message(store, _received("hello", "m-1"), 1)
+    assert await handlers.on_message(store, _received("/active-memory off", "c-1"), 2) == []
+    assert store.active_memory[KEY] is False
+    assert await handlers.on_message(store, _received("  /Active-Memory  ", "c-2"), 3) == []  # status
+    assert await handlers.on_message(store, _received("/active-memory status", "c-3"), 4) == []
+    assert store.active_memory[KEY] is False
+    await handlers.on_message(store, _received("/ACTIVE-MEMORY ON", "c-4"), 5)
+    assert store.active_memory[KEY] is True
+    texts = [s.entry.text for s in store.entries[store.sessions[KEY].session_id]]
+    assert texts == ["hello"]
+    assert store.sessions[KEY].last_position == 1  # no position was spent on a command
+
+
+async def test_a_first_active_memory_command_creates_the_session_off() -> None:
+    store = InMemoryTranscripts()
+    emitted = await _handlers().on_message(store, _received("/active-memory off", "c-1"), 1)
+    assert [type(e) for e in emitted] == [SessionCreated]
+    assert store.active_memory[KEY] is False
+    assert store.entries[store.sessions[KEY].session_id] == []
+
+
+async def test_anything_else_starting_with_active_memory_is_an_ordinary_message() -> None:
+    store, handlers = InMemoryTranscripts(), _handlers()
+    for n, text in enumerate(["/active-memory offline", "/active-memory off please", "/active-memoryoff"]):
+        emitted = await handlers.on_message(store, _received(text, f"m-{n}"), n)
+        assert any(isinstance(e, TranscriptAppended) for e in emitted), text
+    said = await handlers.on_message(store, _received("/active-memory off", role="assistant"), 9)
+    assert any(isinstance(e, TranscriptAppended) for e in said)
+    assert store.active_memory == {}
+
+
+async def test_an_idle_rotation_keeps_the_keys_active_memory_switch() -> None:
+    store, handlers = InMemoryTranscripts(), _handlers()
+    await _configure(store, handlers, ResetPolicy(mode="idle", idle_minutes=10))
+    start = datetime(2026, 11, 29, 9, 0, tzinfo=UTC)
+    await handlers.on_message(store, _at("hi", start, "m-1"), 1)
+    await handlers.on_message(store, _at("/active-memory off", start, "c-1"), 2)
+    first = store.sessions[KEY].session_id
+    await handlers.on_message(store, _at("back", start + timedelta(hours=2), "m-2"), 3)
+    assert store.sessions[KEY].session_id != first
+    assert store.active_memory[KEY] is False
 
 
 async def test_api_reset_of_a_key_without_a_session_creates_one() -> None:

@@ -10,6 +10,9 @@ GRANT USAGE ON SCHEMA indexer TO cairn_app;
 -- - ACL SCHEMA ingest
 GRANT USAGE ON SCHEMA ingest TO cairn_app;
 
+-- - ACL SCHEMA recall
+GRANT USAGE ON SCHEMA recall TO cairn_app;
+
 -- - ACL SCHEMA session
 GRANT USAGE ON SCHEMA session TO cairn_app;
 
@@ -37,6 +40,9 @@ CREATE SCHEMA indexer;
 -- - SCHEMA ingest
 CREATE SCHEMA ingest;
 
+-- - SCHEMA recall
+CREATE SCHEMA recall;
+
 -- - SCHEMA session
 CREATE SCHEMA session;
 
@@ -50,11 +56,21 @@ GRANT ALL ON FUNCTION cairn.current_tenant() TO cairn_app;
 REVOKE ALL ON FUNCTION cairn.forget_processed(p_consumer text, p_before timestamp with time zone, p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION cairn.forget_processed(p_consumer text, p_before timestamp with time zone, p_limit integer) TO cairn_app;
 
+-- cairn ACL TABLE model_usage
+GRANT SELECT,INSERT,UPDATE ON TABLE cairn.model_usage TO cairn_app;
+
 -- cairn ACL TABLE outbox
 GRANT SELECT,INSERT,DELETE ON TABLE cairn.outbox TO cairn_app;
 
 -- cairn ACL TABLE processed_events
 GRANT SELECT,INSERT,DELETE ON TABLE cairn.processed_events TO cairn_app;
+
+-- cairn ACL TABLE tenant_models
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE cairn.tenant_models TO cairn_app;
+
+-- cairn CONSTRAINT model_usage model_usage_pkey
+ALTER TABLE ONLY cairn.model_usage
+    ADD CONSTRAINT model_usage_pkey PRIMARY KEY (tenant_id, day, purpose, model);
 
 -- cairn CONSTRAINT outbox outbox_pkey
 ALTER TABLE ONLY cairn.outbox
@@ -63,6 +79,10 @@ ALTER TABLE ONLY cairn.outbox
 -- cairn CONSTRAINT processed_events processed_events_pkey
 ALTER TABLE ONLY cairn.processed_events
     ADD CONSTRAINT processed_events_pkey PRIMARY KEY (consumer, event_id);
+
+-- cairn CONSTRAINT tenant_models tenant_models_pkey
+ALTER TABLE ONLY cairn.tenant_models
+    ADD CONSTRAINT tenant_models_pkey PRIMARY KEY (tenant_id);
 
 -- cairn FUNCTION admit_tenant_batches(regclass)
 CREATE FUNCTION cairn.admit_tenant_batches(tbl regclass) RETURNS void
@@ -123,6 +143,12 @@ $$;
 -- cairn INDEX processed_events_by_age
 CREATE INDEX processed_events_by_age ON cairn.processed_events USING brin (processed_at);
 
+-- cairn POLICY model_usage tenant_batch
+CREATE POLICY tenant_batch ON cairn.model_usage TO cairn_projector USING ((tenant_id = ANY (( SELECT cairn.batch_tenants() AS batch_tenants)::uuid[]))) WITH CHECK ((tenant_id = ANY (( SELECT cairn.batch_tenants() AS batch_tenants)::uuid[])));
+
+-- cairn POLICY model_usage tenant_isolation
+CREATE POLICY tenant_isolation ON cairn.model_usage USING ((tenant_id = cairn.current_tenant())) WITH CHECK ((tenant_id = cairn.current_tenant()));
+
 -- cairn POLICY outbox delete_old_records
 CREATE POLICY delete_old_records ON cairn.outbox FOR DELETE TO cairn_owner USING ((created_at < (now() - '01:00:00'::interval)));
 
@@ -147,11 +173,40 @@ CREATE POLICY tenant_batch ON cairn.processed_events TO cairn_projector USING ((
 -- cairn POLICY processed_events tenant_isolation
 CREATE POLICY tenant_isolation ON cairn.processed_events USING ((tenant_id = cairn.current_tenant())) WITH CHECK ((tenant_id = cairn.current_tenant()));
 
+-- cairn POLICY tenant_models tenant_batch
+CREATE POLICY tenant_batch ON cairn.tenant_models TO cairn_projector USING ((tenant_id = ANY (( SELECT cairn.batch_tenants() AS batch_tenants)::uuid[]))) WITH CHECK ((tenant_id = ANY (( SELECT cairn.batch_tenants() AS batch_tenants)::uuid[])));
+
+-- cairn POLICY tenant_models tenant_isolation
+CREATE POLICY tenant_isolation ON cairn.tenant_models USING ((tenant_id = cairn.current_tenant())) WITH CHECK ((tenant_id = cairn.current_tenant()));
+
+-- cairn ROW SECURITY model_usage
+ALTER TABLE cairn.model_usage ENABLE ROW LEVEL SECURITY;
+
 -- cairn ROW SECURITY outbox
 ALTER TABLE cairn.outbox ENABLE ROW LEVEL SECURITY;
 
 -- cairn ROW SECURITY processed_events
 ALTER TABLE cairn.processed_events ENABLE ROW LEVEL SECURITY;
+
+-- cairn ROW SECURITY tenant_models
+ALTER TABLE cairn.tenant_models ENABLE ROW LEVEL SECURITY;
+
+-- cairn TABLE model_usage
+CREATE TABLE cairn.model_usage (
+    tenant_id uuid NOT NULL,
+    day date NOT NULL,
+    purpose text NOT NULL,
+    model text NOT NULL,
+    calls bigint DEFAULT 0 NOT NULL,
+    failures bigint DEFAULT 0 NOT NULL,
+    prompt_tokens bigint DEFAULT 0 NOT NULL,
+    completion_tokens bigint DEFAULT 0 NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT model_usage_counts_check CHECK (((calls >= 0) AND (failures >= 0) AND (prompt_tokens >= 0) AND (completion_tokens >= 0))),
+    CONSTRAINT model_usage_model_check CHECK (((length(model) >= 1) AND (length(model) <= 200))),
+    CONSTRAINT model_usage_purpose_check CHECK (((length(purpose) >= 1) AND (length(purpose) <= 64)))
+);
+ALTER TABLE ONLY cairn.model_usage FORCE ROW LEVEL SECURITY;
 
 -- cairn TABLE outbox
 CREATE TABLE cairn.outbox (
@@ -172,6 +227,19 @@ CREATE TABLE cairn.processed_events (
     processed_at timestamp with time zone DEFAULT now() NOT NULL
 );
 ALTER TABLE ONLY cairn.processed_events FORCE ROW LEVEL SECURITY;
+
+-- cairn TABLE tenant_models
+CREATE TABLE cairn.tenant_models (
+    tenant_id uuid NOT NULL,
+    base_url text NOT NULL,
+    model text NOT NULL,
+    api_key text,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT tenant_models_api_key_check CHECK (((length(api_key) >= 1) AND (length(api_key) <= 4000))),
+    CONSTRAINT tenant_models_base_url_check CHECK (((length(base_url) >= 1) AND (length(base_url) <= 2000))),
+    CONSTRAINT tenant_models_model_check CHECK (((length(model) >= 1) AND (length(model) <= 200)))
+);
+ALTER TABLE ONLY cairn.tenant_models FORCE ROW LEVEL SECURITY;
 
 -- consolidation ACL TABLE document_versions
 GRANT SELECT,INSERT,UPDATE ON TABLE consolidation.document_versions TO cairn_app;
@@ -1769,6 +1837,69 @@ CREATE TABLE ingest.tenants (
     CONSTRAINT tenants_name_check CHECK (((length(name) >= 1) AND (length(name) <= 200)))
 );
 
+-- recall ACL FUNCTION forget_traces(p_before timestamp with time zone, p_limit integer)
+REVOKE ALL ON FUNCTION recall.forget_traces(p_before timestamp with time zone, p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION recall.forget_traces(p_before timestamp with time zone, p_limit integer) TO cairn_app;
+
+-- recall ACL TABLE traces
+GRANT SELECT,INSERT ON TABLE recall.traces TO cairn_app;
+
+-- recall CONSTRAINT traces traces_pkey
+ALTER TABLE ONLY recall.traces
+    ADD CONSTRAINT traces_pkey PRIMARY KEY (tenant_id, trace_id);
+
+-- recall FUNCTION forget_traces(timestamp with time zone, integer)
+CREATE FUNCTION recall.forget_traces(p_before timestamp with time zone, p_limit integer) RETURNS integer
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'recall'
+    AS $$
+    WITH old AS (
+        SELECT tenant_id, trace_id FROM recall.traces WHERE created_at < p_before LIMIT p_limit
+    ), gone AS (
+        DELETE FROM recall.traces t USING old WHERE t.tenant_id = old.tenant_id AND t.trace_id = old.trace_id
+        RETURNING 1
+    )
+    SELECT count(*)::int FROM gone
+$$;
+
+-- recall INDEX traces_by_age
+CREATE INDEX traces_by_age ON recall.traces USING brin (created_at);
+
+-- recall INDEX traces_of_session
+CREATE INDEX traces_of_session ON recall.traces USING btree (tenant_id, session_key, created_at DESC);
+
+-- recall POLICY traces delete_old_traces
+CREATE POLICY delete_old_traces ON recall.traces FOR DELETE TO cairn_owner USING ((created_at < (now() - '1 day'::interval)));
+
+-- recall POLICY traces sweep_old_traces
+CREATE POLICY sweep_old_traces ON recall.traces FOR SELECT TO cairn_owner USING ((created_at < (now() - '1 day'::interval)));
+
+-- recall POLICY traces tenant_isolation
+CREATE POLICY tenant_isolation ON recall.traces USING ((tenant_id = cairn.current_tenant())) WITH CHECK ((tenant_id = cairn.current_tenant()));
+
+-- recall ROW SECURITY traces
+ALTER TABLE recall.traces ENABLE ROW LEVEL SECURITY;
+
+-- recall TABLE traces
+CREATE TABLE recall.traces (
+    tenant_id uuid NOT NULL,
+    trace_id uuid NOT NULL,
+    agent_id text NOT NULL,
+    session_key text NOT NULL,
+    query text NOT NULL,
+    lane smallint,
+    outcome text NOT NULL,
+    reason text,
+    candidates jsonb DEFAULT '[]'::jsonb NOT NULL,
+    injected jsonb DEFAULT '[]'::jsonb NOT NULL,
+    timings_ms jsonb DEFAULT '{}'::jsonb NOT NULL,
+    model text,
+    tokens jsonb DEFAULT '{}'::jsonb NOT NULL,
+    fallbacks text[] DEFAULT '{}'::text[] NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+ALTER TABLE ONLY recall.traces FORCE ROW LEVEL SECURITY;
+
 -- session ACL FUNCTION open_many(p_tenants uuid[], p_agents text[], p_keys text[], p_new_ids uuid[], p_chat_types text[], p_channels text[], p_ext_tenants uuid[], p_ext_channels text[], p_ext_ids text[])
 GRANT ALL ON FUNCTION session.open_many(p_tenants uuid[], p_agents text[], p_keys text[], p_new_ids uuid[], p_chat_types text[], p_channels text[], p_ext_tenants uuid[], p_ext_channels text[], p_ext_ids text[]) TO cairn_app;
 
@@ -2012,7 +2143,8 @@ CREATE TABLE session.sessions (
     message_count integer DEFAULT 0 NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    last_activity_at timestamp with time zone
+    last_activity_at timestamp with time zone,
+    active_memory boolean DEFAULT true NOT NULL
 );
 ALTER TABLE ONLY session.sessions FORCE ROW LEVEL SECURITY;
 

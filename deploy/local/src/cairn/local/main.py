@@ -4,11 +4,13 @@
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import signal
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 from types import FrameType
@@ -16,6 +18,16 @@ from types import FrameType
 from cairn.local.chaos import FAULTS, ChaosPlan, chaos_stack, print_table, run_chaos
 from cairn.local.processes import is_running
 from cairn.local.stack import SERVICES, LocalStack
+
+# What `make up`/`make run` set for the services when the operator's environment does not: a model server on this
+# machine (Ollama, a bench's stand-in) may be a tenant's model override. Local only: compose and Kubernetes leave
+# the allow-list empty (no overrides) unless the operator sets it.
+LOCAL_DEFAULTS = {"CAIRN_LLM_ALLOWED_HOSTS": "127.0.0.1,localhost"}
+
+
+def local_defaults(environ: Mapping[str, str]) -> dict[str, str]:
+    """The local defaults of the variables `environ` does not set (set to anything, empty included, it wins)."""
+    return {name: value for name, value in LOCAL_DEFAULTS.items() if name not in environ}
 
 
 def _print_endpoints(stack: LocalStack) -> None:
@@ -96,7 +108,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.command == "chaos":
         sys.exit(_chaos(args))
-    stack = LocalStack(args.home or Path(".cairn"), postgres_over=args.postgres_over)
+    stack = LocalStack(
+        args.home or Path(".cairn"), postgres_over=args.postgres_over, extra_env=local_defaults(os.environ)
+    )
     if args.command == "up":
         try:
             stack.up()

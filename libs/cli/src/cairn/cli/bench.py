@@ -58,13 +58,18 @@ def _message(run: str, i: int) -> dict[str, str]:
     }
 
 
-def new_tenant(endpoints: dict[str, str], name: str) -> str:
+def create_tenant(endpoints: dict[str, str], name: str) -> tuple[str, str]:
+    """A fresh tenant through the admin API: its id and its API key."""
     admin = {"Authorization": f"Bearer {endpoints['CAIRN_ADMIN_TOKEN']}"}
     created = httpx.post(
         f"{endpoints['CAIRN_INGEST_URL']}/v1/admin/tenants", json={"name": name}, headers=admin, timeout=30
     ).raise_for_status()
-    key: str = created.json()["api_key"]
-    return key
+    body = created.json()
+    return str(body["tenant_id"]), str(body["api_key"])
+
+
+def new_tenant(endpoints: dict[str, str], name: str) -> str:
+    return create_tenant(endpoints, name)[1]
 
 
 def run_ingest(endpoints: dict[str, str], messages: int, batch_size: int) -> IngestResult:
@@ -116,11 +121,17 @@ def report(benchmark: str, result: "DataclassInstance", out: Path) -> None:
     _write(out, {"benchmark": benchmark, **asdict(result)})
 
 
-def report_rows(benchmark: str, rows: list[dict[str, Any]], out: Path) -> None:
-    columns = list(rows[0])
+def print_rows(rows: list[dict[str, Any]]) -> None:
+    """Rows as a table, a column per key any row has (blank where a row has none): the first column
+    left-aligned, the others right-aligned."""
+    columns = list(dict.fromkeys(key for row in rows for key in row))
     print("  ".join(f"{c:>18}" if i else f"{c:<38}" for i, c in enumerate(columns)))
     for row in rows:
-        print("  ".join(f"{row[c]!s:>18}" if i else f"{row[c]!s:<38}" for i, c in enumerate(columns)))
+        print("  ".join(f"{row.get(c, '')!s:>18}" if i else f"{row.get(c, '')!s:<38}" for i, c in enumerate(columns)))
+
+
+def report_rows(benchmark: str, rows: list[dict[str, Any]], out: Path) -> None:
+    print_rows(rows)
     _write(out, {"benchmark": benchmark, "rows": rows})
 
 

@@ -19,6 +19,10 @@ from cairn.cli.bench_large_batch import run_large_batch
 from cairn.cli.bench_load import LoadSettings, run_load, table
 from cairn.cli.bench_memindex import run_embedding, run_lag, run_search
 from cairn.cli.bench_memory import run_memory
+from cairn.cli.bench_recall import main as run_recall_bench
+from cairn.cli.bench_recall_calls import PARTS as RECALL_PARTS
+from cairn.cli.bench_recall_calls import RecallBench
+from cairn.cli.bench_recall_data import dataset_folders
 from cairn.cli.bench_retrieval import MODES, report_retrieval, run_retrieval
 from cairn.cli.dead_letters import add_commands as add_dead_letter_commands
 from cairn.cli.dead_letters import run as run_dead_letters
@@ -183,7 +187,21 @@ def _parser() -> argparse.ArgumentParser:
     consumer = kinds.add_parser("consumer", help="per-message cost of nats-py, cairn's pull loop and FastStream")
     consumer.add_argument("--messages", type=int, default=20_000)
     consumer.add_argument("--rounds", type=int, default=5)
-    for kind in (ingest, imported, history, load, memory_bench, memindex, consumer, large):
+    recall = kinds.add_parser(
+        "recall", help="POST /v1/recall: lane-1 p50/p99 by size, under load with lane 2 hanging, dataset questions"
+    )
+    recall.add_argument("--part", choices=(*RECALL_PARTS, "all"), default="all")
+    recall.add_argument("--sizes", default="10000,100000", help="trusted entries per timed agent (+ 20)")
+    recall.add_argument("--queries", type=int, default=300, help="recalls timed per size, one caller")
+    recall.add_argument("--concurrency", type=int, default=50, help="lane-1 callers at once in the load part")
+    recall.add_argument("--load-queries", type=int, default=600, help="lane-1 recalls per load phase")
+    recall.add_argument("--lane2-callers", type=int, default=20, help="callers keeping lane 2 on the hanging model")
+    recall.add_argument("--lane2-timeout-ms", type=int, default=2000, help="their agents' active_memory.timeout_ms")
+    recall.add_argument("--data", type=Path, default=Path("../shared/datasets"), help="the shared datasets folder")
+    recall.add_argument("--datasets", default="locomo,memorybank-cn,memorybank-en")
+    recall.add_argument("--questions", type=int, help="questions asked per dataset (default: all)")
+    recall.add_argument("--keep-seed", type=Path, help="reuse agents seeded by an earlier run (key file)")
+    for kind in (ingest, imported, history, load, memory_bench, memindex, consumer, large, recall):
         kind.add_argument("--endpoints", type=Path, default=Path(".cairn/endpoints.env"))
         kind.add_argument("--out", type=Path, default=Path(f"bench-results/{kind.prog.split()[-1]}.json"))
     return parser
@@ -215,6 +233,17 @@ def load_settings(args: argparse.Namespace) -> LoadSettings:
         concurrency=args.concurrency,
         search_at=() if args.skip_search else tuple(int(n) for n in args.search_at.split(",")),
         copy_rows=args.copy_rows, throughput_only=args.throughput_only, queries=args.queries,
+    )  # fmt: skip
+
+
+def recall_settings(args: argparse.Namespace) -> RecallBench:
+    """`bench recall`'s flags as its settings; the datasets are looked for only when their part runs."""
+    parts = RECALL_PARTS if args.part == "all" else (args.part,)
+    data = dataset_folders(args.datasets, args.data) if "datasets" in parts else ()
+    return RecallBench(
+        parts=parts, sizes=tuple(int(n) for n in args.sizes.split(",") if n), queries=args.queries,
+        concurrency=args.concurrency, load_queries=args.load_queries, lane2_callers=args.lane2_callers,
+        lane2_timeout_ms=args.lane2_timeout_ms, data=data, questions=args.questions, keep_seed=args.keep_seed,
     )  # fmt: skip
 
 
@@ -262,6 +291,8 @@ def _bench(args: argparse.Namespace) -> None:
         nats_url = read_endpoints(args.endpoints)["CAIRN_NATS_URL"]
         figures = asyncio.run(run_consumer_bench(nats_url, args.messages, args.rounds))
         report_rows("consumer", [asdict(f) for f in figures], args.out)
+    elif args.kind == "recall":
+        run_recall_bench(args.endpoints, recall_settings(args), args.out)
     elif args.kind == "memory":
         report_rows("memory", run_memory(read_endpoints(args.endpoints), args.runs), args.out)
     else:

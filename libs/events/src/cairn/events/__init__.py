@@ -1,6 +1,6 @@
 """Every event cairn sends over NATS: frozen models, one union, one adapter, subjects and streams."""
 
-from cairn.events.agents import AgentConfig, CompactionPolicy, ResetPolicy
+from cairn.events.agents import ActiveMemory, AgentConfig, CompactionPolicy, ResetPolicy
 from cairn.events.envelope import Envelope, new_event_id, utc_now
 from cairn.events.models import (
     AgentConfigured,
@@ -52,6 +52,7 @@ __all__ = [
     "SESSION_CONSUMER",
     "SESSION_STREAM",
     "STREAMS",
+    "ActiveMemory",
     "AgentConfig",
     "AgentConfigured",
     "CompactionImminent",

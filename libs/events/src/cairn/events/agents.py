@@ -11,6 +11,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from cairn.events.fields import Integer, Name
 
+# Defined here, not beside the events (`cairn.events.models` imports it from here): recall's settings name them.
+ChatType = Literal["direct", "group", "channel"]
 DmScope = Literal["main", "per-peer", "per-channel-peer", "per-account-channel-peer"]
 # How group and channel chats map to sessions: one per chat (`group`), one per chat and bot account
 # (`per-account`, for several bots in one group), or one per chat and member (`per-member`).
@@ -37,6 +39,17 @@ MAX_PEOPLE = 1_000
 MAX_PEERS_PER_PERSON = 32
 MAX_LINKED_PEERS = 2_000
 MAX_LINKS_BYTES = 256 * 1024  # people and peers in UTF-8, well under NATS's 1 MiB message limit
+MAX_OWNER_PEERS = 32  # as many addresses as one person may link
+MAX_CHAT_IDS = 256  # per list: 256 ids of at most 256 characters stay far below NATS's message limit
+MIN_RECALL_TIMEOUT_MS, MAX_RECALL_TIMEOUT_MS = 250, 120_000
+
+# Recall's lane 2: after a weak lane 1 when the message seeks something told before (`escalate`), after any
+# weak lane 1 (`always`), or never (`off`: lane 1 only).
+ActiveMemoryMode = Literal["escalate", "always", "off"]
+# What recall searches with: the message and the last turns (`recent`), the message alone, or the whole window.
+QueryMode = Literal["recent", "message", "full"]
+# A chat as `allowed_chat_ids`/`denied_chat_ids` name it: a session key, `<channel>:<chat or peer id>` or a bare id.
+ChatId = Annotated[Name, Field(min_length=1, max_length=256)]
 
 
 def _known_zone(name: str) -> str:
@@ -115,6 +128,28 @@ class CompactionPolicy(BaseModel):
     )
 
 
+class ActiveMemory(BaseModel):
+    """Recall before each reply (API.md `POST /v1/recall`): which sessions get it and how far it may go."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mode: ActiveMemoryMode = "escalate"
+    query_mode: QueryMode = "recent"
+    allowed_chat_types: tuple[ChatType, ...] = Field(
+        default=("direct",), max_length=3, description="chat types recall runs in"
+    )
+    allowed_chat_ids: tuple[ChatId, ...] = Field(
+        default=(), max_length=MAX_CHAT_IDS, description="when not empty, only these chats (of an allowed type)"
+    )
+    denied_chat_ids: tuple[ChatId, ...] = Field(
+        default=(), max_length=MAX_CHAT_IDS, description="never these chats; wins over allowed_chat_ids"
+    )
+    timeout_ms: Integer = Field(
+        default=15_000, ge=MIN_RECALL_TIMEOUT_MS, le=MAX_RECALL_TIMEOUT_MS, description="hard total deadline"
+    )
+    min_score: float = Field(default=0.65, ge=0.0, le=1.0, description="a lane-1 hit this strong is injected")
+
+
 def _links_within_bounds(links: dict[str, tuple[str, ...]]) -> None:
     peers = sum(len(addresses) for addresses in links.values())
     if peers > MAX_LINKED_PEERS:
@@ -148,9 +183,18 @@ class AgentConfig(BaseModel):
     compaction: CompactionPolicy = Field(default_factory=CompactionPolicy)
     sessions_visibility: Visibility = "tree"
     remember_across_conversations: bool | None = Field(
-        default=None, description="null = on when dm_scope is main, off otherwise"
+        default=None,
+        description="null = the default: recall reaches the same person's other direct conversations; the "
+        "transcript index joins memory search only when dm_scope is main",
     )
     retention: Retention = Field(default_factory=Retention)
+    active_memory: ActiveMemory = Field(default_factory=ActiveMemory)
+    owner_peers: tuple[PeerAddress, ...] = Field(
+        default=(),
+        max_length=MAX_OWNER_PEERS,
+        description="the owner's own channel peers (\"telegram:123\"): their direct chats are the owner's, "
+        "like the main session and dashboard threads",
+    )
 
     @field_validator("identity_links")
     @classmethod

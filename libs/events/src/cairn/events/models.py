@@ -4,16 +4,15 @@ Versioning is additive: a new optional field keeps `.v1`; a breaking change is a
 plus a pure upcaster in `upcasters.py`.
 """
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from cairn.events.agents import AgentConfig
+from cairn.events.agents import AgentConfig, ChatType
 from cairn.events.envelope import MAX_VERSION, AwareDatetime, Envelope, Token, Uuid
 from cairn.events.fields import EventTime, FreeText, Name
 
 Role = Literal["user", "assistant", "tool", "system"]
-ChatType = Literal["direct", "group", "channel"]
 ResetReason = Literal["new", "reset", "api", "idle", "daily"]
 
 MAX_TEXT_CHARS = 65_536
@@ -207,12 +206,24 @@ class IndexAdvanced(Envelope):
 
 
 class RecallPerformed(Envelope):
+    """What a `POST /v1/recall` did: its outcome and, since issue 29, its whole trace (recall.traces holds the
+    same for a while; `GET /v1/recall/traces/{trace_id}`). Published with `Nats-Msg-Id` = `trace_id`."""
+
     type: Literal["recall.performed.v1"] = "recall.performed.v1"
     session_key: str
     outcome: str
     lane: int | None = None
     items: int = 0
     elapsed_ms: float = 0.0
+    trace_id: Uuid | None = None
+    query: str | None = None
+    reason: str | None = None
+    candidates: list[dict[str, Any]] = Field(default_factory=list)
+    injected: list[dict[str, Any]] = Field(default_factory=list)
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+    model: str | None = None
+    tokens: dict[str, int] = Field(default_factory=dict)
+    fallbacks: list[str] = Field(default_factory=list)
 
 
 Event = Annotated[

@@ -12,12 +12,15 @@ from cairn.events.agents import AgentConfig, DmScope, GroupScope
 from cairn.events.models import InboundMessage
 
 __all__ = [
+    "ActiveMemoryCommand",
     "DmScope",
     "GroupScope",
     "RoutingConfig",
     "RoutingError",
+    "active_memory_command",
     "canonical_peer",
     "incognito_thread_key",
+    "is_active_memory_command",
     "is_incognito",
     "is_reset_command",
     "routing_config",
@@ -127,3 +130,23 @@ def is_reset_command(msg: InboundMessage) -> Literal["new", "reset"] | None:
     if head in ("/new", "/reset"):
         return "new" if head == "/new" else "reset"
     return None
+
+
+ActiveMemoryCommand = Literal["on", "off", "status"]
+_ACTIVE_MEMORY = "/active-memory"
+_ACTIVE_MEMORY_ARGUMENTS: dict[str, ActiveMemoryCommand] = {"": "status", "status": "status", "on": "on", "off": "off"}
+
+
+def active_memory_command(text: str) -> ActiveMemoryCommand | None:
+    """`/active-memory [on|off|status]` exactly (any case, any surrounding or separating whitespace; alone it is
+    `status`). Anything else, `/active-memory offline` or `/active-memory off please` included, is an ordinary
+    message: the runtime sees it and can explain the command, and a flag never changes on a guess."""
+    words = text.split()
+    if not words or words[0].lower() != _ACTIVE_MEMORY or len(words) > 2:
+        return None
+    return _ACTIVE_MEMORY_ARGUMENTS.get(words[1].lower() if len(words) == 2 else "")
+
+
+def is_active_memory_command(msg: InboundMessage) -> ActiveMemoryCommand | None:
+    """A user's `/active-memory` command turns recall on or off for its session instead of being stored."""
+    return active_memory_command(msg.text) if msg.role == "user" else None

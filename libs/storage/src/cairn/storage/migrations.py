@@ -36,6 +36,7 @@ OWNERS = (
     SchemaOwner("indexer", "cairn.indexer"),
     SchemaOwner("memindex", "cairn.memindex"),
     SchemaOwner("consolidation", "cairn.consolidation"),
+    SchemaOwner("recall", "cairn.recall"),
 )
 
 CREATE_LEDGER = """
@@ -73,6 +74,8 @@ SELECT to_regclass('cairn.schema_migrations') IS NOT NULL AND NOT EXISTS (SELECT
 """
 OLD_CHAIN_LAST = "SELECT max(version) FROM cairn.schema_migrations"
 OLD_CHAIN_END = 151
+# The owners whose baselines are that chain's squash; an owner added since (recall) has its baseline applied.
+OLD_CHAIN_OWNERS = frozenset({"platform", "ingest", "session", "indexer", "memindex", "consolidation"})
 BASELINE = "V0001__baseline"
 # The roles services log in as (projections as cairn_projector), all with the one app password.
 SERVICE_ROLES = ("cairn_app", "cairn_projector")
@@ -196,6 +199,6 @@ async def _adopt_old_chain(conn: Any, files: list[SchemaFile]) -> None:
             "libs/platform/src/cairn/platform/migrations/ (commit 504bdc3) first, then this one"
         )
     for file in files:
-        if file.name == BASELINE:
+        if file.name == BASELINE and file.owner in OLD_CHAIN_OWNERS:
             await conn.execute(RECORD_VERSION, file.owner, file.version, file.name, file.checksum)
     log.info("adopted a database migrated to %04d: baselines recorded as applied", last)

@@ -1,5 +1,6 @@
-"""Text handling shared by cairn's services: full-text tokenization and secret redaction."""
+"""Text handling shared by cairn's services: full-text tokenization, secret redaction and recall intent."""
 
+from cairn.text.recall_intent import Intent, intent_of, seeks_memory
 from cairn.text.redaction import mask, redact, snippet
 from cairn.text.tokenizer import (
     MAX_TERM_CHARS,
@@ -20,14 +21,17 @@ from cairn.text.tokenizer import (
 __all__ = [
     "MAX_TERM_CHARS",
     "STOPWORDS",
+    "Intent",
     "SearchQuery",
     "build_query",
     "index_slots",
     "index_terms",
+    "intent_of",
     "mask",
     "message_vector",
     "query_terms",
     "redact",
+    "seeks_memory",
     "slots_literal",
     "snippet",
     "to_tsquery",

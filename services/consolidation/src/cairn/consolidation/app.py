@@ -15,6 +15,7 @@ from cairn.consolidation.settings import ConsolidationSettings
 from cairn.delivery.consumer import Handler, Projection
 from cairn.events import INGEST_STREAM, SESSION_STREAM, CompactionImminent, MemoryWriteRequested, ResetBoundary
 from cairn.events.streams import subject_pattern
+from cairn.llm import Models
 from cairn.platform.runtime import Runtime, create_service_app, serve
 
 CONSUMER = "consolidation"
@@ -33,6 +34,8 @@ def create_app(settings: ConsolidationSettings) -> FastAPI:
     ingest_handlers: dict[type, Handler] = {MemoryWriteRequested: bind_at(on_memory_write_requested)}
 
     def wire(runtime: Runtime) -> list[Projection]:
+        runtime.extras["models"] = Models(settings.llm, runtime.pool)  # for the memory writer
+
         def projection(stream: str, handlers: dict[type, Handler], filter_subject: str | tuple[str, ...]) -> Projection:
             return Projection(
                 CONSUMER, stream, handlers, runtime.pool, runtime.publisher, settings.nats, filter_subject

@@ -3,11 +3,13 @@
 from pydantic import Field
 
 from cairn.edge.settings import HttpSettings, http_defaults
+from cairn.llm import LlmSettings
 from cairn.platform.settings import ServiceSettings
 
 
 class ConsolidationSettings(ServiceSettings):
     http: HttpSettings = Field(default_factory=http_defaults(8085))
+    llm: LlmSettings = Field(default_factory=LlmSettings)
     snapshot_messages: int = Field(
         default=15, ge=1, le=200, description="user/assistant messages kept in a reset snapshot"
     )

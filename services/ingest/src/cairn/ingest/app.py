@@ -4,7 +4,7 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
 from cairn.delivery.pull import Consumer
-from cairn.ingest import agents_api, api, memory_api, sessions_api
+from cairn.ingest import agents_api, api, memory_api, models_api, sessions_api
 from cairn.ingest.inbox import Inbox
 from cairn.ingest.incognito_store import IncognitoThreads
 from cairn.ingest.json_body import document_bodies
@@ -12,6 +12,7 @@ from cairn.ingest.outcomes import WriteOutcomes
 from cairn.ingest.sessions import SessionDirectory
 from cairn.ingest.settings import IngestSettings
 from cairn.ingest.store import AgentConfigs, TenantStore
+from cairn.llm import ModelStore
 from cairn.platform.runtime import Runtime, create_service_app, serve
 
 
@@ -24,6 +25,7 @@ def create_app(settings: IngestSettings) -> FastAPI:
             listen_cache_seconds=settings.agent_config_listen_cache_s,
         )
         runtime.extras["tenants"] = TenantStore(runtime.pool)
+        runtime.extras["model_store"] = ModelStore(runtime.pool)
         runtime.extras["agent_configs"] = configs
         runtime.extras["write_outcomes"] = WriteOutcomes(runtime.pool)
         runtime.extras["incognito"] = IncognitoThreads(runtime.redis, settings.incognito)
@@ -35,7 +37,7 @@ def create_app(settings: IngestSettings) -> FastAPI:
     app = create_service_app(
         "ingest",
         settings,
-        routers=[api.router, sessions_api.router, agents_api.router, memory_api.router],
+        routers=[api.router, sessions_api.router, agents_api.router, memory_api.router, models_api.router],
         wire=wire,
         description="The write door: messages, session commands, agent configs, memory writes, admin.",
     )

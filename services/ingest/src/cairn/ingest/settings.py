@@ -5,6 +5,7 @@ from pydantic import Field, SecretStr
 from cairn.edge.settings import HttpSettings, http_defaults
 from cairn.events.models import MAX_TEXT_CHARS
 from cairn.ingest.incognito_store import IncognitoSettings
+from cairn.llm import LlmSettings
 from cairn.platform.settings import ServiceSettings
 
 
@@ -35,3 +36,4 @@ class IngestSettings(ServiceSettings):
     session_lookup_wait_s: float = Field(
         default=5.0, ge=0, description="how long a fork waits for the session service to catch up before a 404"
     )
+    llm: LlmSettings = Field(default_factory=LlmSettings)  # its allow-list bounds tenants' model overrides

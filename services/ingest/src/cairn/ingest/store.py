@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 CONFIG_CHANNEL = "cairn_agent_config"
 
 CREATE_TENANT = "SELECT ingest.create_tenant($1, $2, $3, $4)"
+TENANT_EXISTS = "SELECT EXISTS (SELECT 1 FROM ingest.tenants WHERE tenant_id = $1)"
 GET_CONFIG = "SELECT config, version FROM ingest.agent_configs WHERE tenant_id = $1 AND agent_id = $2"
 LOCK_CONFIG = GET_CONFIG + " FOR UPDATE"
 SAVE_CONFIG = """
@@ -56,6 +57,11 @@ class TenantStore:
         async with self._pool.acquire() as conn:
             await conn.fetchval(CREATE_TENANT, tenant_id, name, key.digest, key.prefix)
         return str(tenant_id)
+
+    async def exists(self, tenant: str) -> bool:
+        async with tenant_transaction(self._pool, tenant) as conn:
+            found: bool = await conn.fetchval(TENANT_EXISTS, tenant)
+        return found
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,12 @@ from cairn.delivery.dead_letters import count_dead_letters
 from cairn.edge.auth import Tenant
 from cairn.events.envelope import POSITION_PATTERN
 from cairn.events.fields import FreeText, Name
+from cairn.llm import Models
 from cairn.memindex import Embedder
 from cairn.platform.runtime import runtime_of, settings_of
 from cairn.recall.memory_queries import MemoryReads
 from cairn.recall.memory_search import Hit, MemoryQuery, MemorySearch
+from cairn.recall.recall_lanes import NO_MODEL
 from cairn.recall.settings import RecallSettings
 
 log = logging.getLogger(__name__)
@@ -165,6 +167,8 @@ async def memory_status(tenant: Tenant, request: Request, agent_id: AgentId = "m
         messages_without_current_vector=stale_messages,
     )
     dead = await _dead_letters(runtime_of(request).publisher.js, tenant, settings_of(request, RecallSettings))
+    models: Models = runtime_of(request).extras["models"]
+    no_model = [] if await models.for_tenant(tenant) is not None else [NO_MODEL]
     now = datetime.now(UTC)
     oldest = [t for t in (pending["oldest"], documents["oldest"]) if t is not None]
     return MemoryStatus(
@@ -181,7 +185,9 @@ async def memory_status(tenant: Tenant, request: Request, agent_id: AgentId = "m
         index_lag_s=round(max(((now - t).total_seconds() for t in oldest), default=0.0), 3),
         last_indexed_at=chunks["last_indexed_at"],
         dead_letters=dead,
-        fallbacks=_fallbacks(embedder, stale_chunks, stale_messages) + ([] if dead is not None else [DEAD_UNKNOWN]),
+        fallbacks=_fallbacks(embedder, stale_chunks, stale_messages)
+        + ([] if dead is not None else [DEAD_UNKNOWN])
+        + no_model,
     )
 
 

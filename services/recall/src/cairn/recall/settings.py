@@ -6,6 +6,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from cairn.edge.settings import HttpSettings, http_defaults
+from cairn.llm import LlmSettings
 from cairn.memindex import EmbeddingSettings
 from cairn.platform.settings import ServiceSettings
 
@@ -19,8 +20,20 @@ class MemorySearchSettings(BaseSettings):
     mmr_lambda: float = Field(default=0.7, ge=0, le=1, description="1 = relevance only, lower = more diversity")
 
 
+class RecallTraceSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="CAIRN_RECALL_TRACE_", extra="ignore")
+
+    retention_days: float = Field(default=30.0, ge=1, le=3650, description="traces older than this are deleted")
+    sweep_every_s: float = Field(default=3600.0, gt=0, description="how often the retention sweep runs")
+    save_wait_s: float = Field(
+        default=0.1, ge=0, le=2, description="how long a recall's answer waits for its trace to be stored at most"
+    )
+    store_within_s: float = Field(default=5.0, gt=0, le=60, description="bound of storing or publishing a trace")
+
+
 class RecallSettings(ServiceSettings):
     http: HttpSettings = Field(default_factory=http_defaults(8084))
+    llm: LlmSettings = Field(default_factory=LlmSettings)
     consistency_wait_s: float = Field(default=5.0, ge=0, le=30, description="bound of a read-your-writes wait")
     dead_letters_wait_s: float = Field(
         default=1.0, gt=0, le=10, description="bound of the dead-letter count in memory status (NATS may be away)"
@@ -33,3 +46,4 @@ class RecallSettings(ServiceSettings):
     )
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     memory_search: MemorySearchSettings = Field(default_factory=MemorySearchSettings)
+    trace: RecallTraceSettings = Field(default_factory=RecallTraceSettings)

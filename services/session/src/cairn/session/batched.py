@@ -163,6 +163,10 @@ class BatchedTranscripts:
         self._rows[session.session_id] = replace(self._rows[session.session_id], compaction_flagged=True)
         self._messages.setdefault(session.session_id, 0)
 
+    async def set_active_memory(self, tenant: str, session: SessionRow, enabled: bool) -> None:
+        """A column the buffered flush never writes, of a row that exists (opened): no need to flush first."""
+        await self._db.set_active_memory(tenant, session, enabled)
+
     async def flush(self, tenant: str | None = None) -> None:
         """Write the buffered entries and the touched sessions' new state, of every tenant: one statement."""
         if self._entries or self._messages:

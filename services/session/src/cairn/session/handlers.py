@@ -22,7 +22,7 @@ from cairn.events import (
     utc_now,
 )
 from cairn.events.models import ChatType, ResetReason
-from cairn.events.routing import is_incognito, is_reset_command
+from cairn.events.routing import ActiveMemoryCommand, is_active_memory_command, is_incognito, is_reset_command
 from cairn.session.domain import (
     Window,
     crosses_compaction,
@@ -150,6 +150,9 @@ class SessionHandlers:
             # (an old ingest replica), it is still never written here
             log.error("message for incognito thread %s not stored: they live in memory only", event.session_key)
             return []
+        switch = is_active_memory_command(event.message)
+        if switch is not None:
+            return await self.switch_active_memory(store, event, switch)
         command = is_reset_command(event.message)
         if command is None:
             return await self.append_message(store, event, ingest_seq)
@@ -158,6 +161,17 @@ class SessionHandlers:
             event.session_key, command, msg.channel, msg.chat_type, msg.message_id, event.occurred_at, ingest_seq
         )
         return await self.reset(store, event, request)
+
+    async def switch_active_memory(
+        self, store: Transcripts, event: MessageReceived, command: ActiveMemoryCommand
+    ) -> list[Event]:
+        """`/active-memory on|off` turns recall before the reply on or off for the session; `status` changes
+        nothing (the runtime answers it). The command is not conversation: it is never stored as a message."""
+        msg, key = event.message, event.session_key
+        session = await store.open_session(event.tenant_id, event.agent_id, key, msg.chat_type, msg.channel)
+        if command != "status":
+            await store.set_active_memory(event.tenant_id, session, command == "on")
+        return _created(event, key, session, msg.chat_type, msg.channel)
 
     async def on_command(self, store: Transcripts, event: SessionCommand, ingest_seq: int) -> list[Event]:
         if event.incognito or is_incognito(event.session_key):

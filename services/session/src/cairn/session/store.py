@@ -92,6 +92,8 @@ UPDATE session.sessions SET last_position = $3, reset_index = reset_index + 1, w
     compaction_flagged = false, updated_at = now()
 WHERE tenant_id = $1 AND session_id = $2
 """
+# Per key: a daily or idle reset, which moves the key to a new id, keeps it.
+SET_ACTIVE_MEMORY = "UPDATE session.sessions SET active_memory = $3 WHERE tenant_id = $1 AND session_id = $2"
 FLAG_COMPACTION = "UPDATE session.sessions SET compaction_flagged = true WHERE tenant_id = $1 AND session_id = $2"
 # The runtime compacted its context: a new cycle starts, and the live window is what it kept.
 CLOSE_COMPACTION = """
@@ -185,6 +187,10 @@ class Transcripts(Protocol):
         ...
 
     async def flag_compaction(self, tenant: str, session: SessionRow) -> None: ...
+
+    async def set_active_memory(self, tenant: str, session: SessionRow, enabled: bool) -> None:
+        """Turn recall before the reply on or off for the session's key (`/active-memory on|off`)."""
+        ...
 
     async def rotate(self, tenant: str, agent: str, key: str, session_id: str) -> SessionRow:
         """Point `key` at a new, empty session `session_id`; returns it (locked, `created` True)."""
@@ -312,6 +318,9 @@ class PostgresTranscripts:
 
     async def flag_compaction(self, tenant: str, session: SessionRow) -> None:
         await self._conn.execute(FLAG_COMPACTION, tenant, uuid.UUID(session.session_id))
+
+    async def set_active_memory(self, tenant: str, session: SessionRow, enabled: bool) -> None:
+        await self._conn.execute(SET_ACTIVE_MEMORY, tenant, uuid.UUID(session.session_id), enabled)
 
     async def close_compaction(self, tenant: str, session: SessionRow, first_kept_position: int) -> None:
         await self._conn.execute(
