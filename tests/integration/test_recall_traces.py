@@ -14,7 +14,8 @@ import pytest
 from nats.aio.client import Client
 from pydantic import SecretStr
 
-from cairn.delivery.publisher import MSG_ID, EventPublisher
+from cairn.delivery.frames import MSG_ID
+from cairn.delivery.publisher import EventPublisher
 from cairn.events import RECALL_STREAM, RecallPerformed, decode_event
 from cairn.events.streams import subject_pattern
 from cairn.local import LocalStack
