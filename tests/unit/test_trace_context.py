@@ -9,6 +9,7 @@ from opentelemetry.trace import NoOpTracerProvider
 
 from cairn.delivery.publisher import EventPublisher
 from cairn.edge.trace_context import HandOnTraceContext
+from cairn.platform.metrics import RequestMetrics
 from cairn.platform.runtime import create_service_app
 from cairn.platform.settings import ServiceSettings
 
@@ -66,5 +67,6 @@ def test_a_service_without_an_exporter_hands_the_context_on_without_the_opentele
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
     app = create_service_app("unit", ServiceSettings())
     classes: list[object] = [m.cls for m in app.user_middleware]
-    assert classes[0] is HandOnTraceContext
+    # outside everything but the request metrics (which count what the limits inside refuse)
+    assert classes[:2] == [RequestMetrics, HandOnTraceContext]
     assert not getattr(app, "_is_instrumented_by_opentelemetry", False)
