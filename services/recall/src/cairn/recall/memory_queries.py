@@ -63,10 +63,12 @@ FROM (SELECT chunk_id, terms FROM indexer.matching_memory_chunks($1, $2, $3::tex
 ORDER BY score DESC, chunk_id
 LIMIT $8
 """
-# `+ 0` keeps the planner off the HNSW indexes: this is the exact scan of one agent's rows.
+# The exact scan of one agent's rows reads memory_chunk_vectors, narrow rows holding the vector in line, not
+# memory_chunks, whose wide rows keep it out of line (libs/memindex V0002 says why): ~8 buffers a chunk read
+# there against ~0.4 here, same vectors, so the same ids and scores. `+ 0` keeps the order computed, not indexed.
 EXACT_VECTOR = f"""
 SELECT chunk_id, 1 - (embedding <=> $5::real[]::vector) AS score
-FROM indexer.memory_chunks
+FROM indexer.memory_chunk_vectors
 WHERE {_FILTER} AND model = $6
 ORDER BY (embedding <=> $5::real[]::vector) + 0
 LIMIT $7
