@@ -2,9 +2,11 @@
 
 The vector side must not starve a small agent that shares the HNSW index with a large one: a filtered
 HNSW scan returns the `ef_search` nearest rows of the whole index and only then filters them. So an
-agent with few chunks is searched exactly (its rows by the btree index, cosine for each: cheap and
-exact), and a large one through HNSW with pgvector 0.8's iterative scan, allowed to visit enough
-tuples for its share of the index to fill the candidate list.
+agent with few chunks is searched exactly (its rows by the btree index of memory_chunk_vectors, narrow rows
+that hold the vector in line, cosine for each: exact, and ~1 ms per 1,000 chunks), and a large one through
+HNSW with pgvector 0.8's iterative scan, allowed to visit enough tuples for its share of the index to fill
+the candidate list. The cut-over stays at 10,000 chunks: HNSW is faster from ~5,000 (2-4 ms) but its
+recall@24 against the exact scan is 0.91-0.97 below 5,000 chunks in a shared index (README, memory search).
 """
 
 import uuid
