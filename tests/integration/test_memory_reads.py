@@ -482,3 +482,55 @@ async def test_lexical_candidates_are_the_matches_holding_most_asked_words_score
     everything = await _lexical(reads, _where(tenant), "lighthouse keeper retired", limit=3)
     assert max(everything, key=lambda key: everything[key]) == repeated  # all ranked: the same scores as before
     assert set(everything) == {repeated, both, alone}
+
+
+# What memory_chunk_vectors holds by definition (libs/memindex V0002): a row per chunk with a vector, its filters.
+VECTORS = """
+SELECT chunk_id, agent_id, source, session_key, model, embedding::text FROM indexer.memory_chunk_vectors
+WHERE tenant_id = $1 ORDER BY chunk_id
+"""
+CHUNKS_AS_VECTORS = """
+SELECT chunk_id, agent_id, source, session_key, model, embedding::text FROM indexer.memory_chunks
+WHERE tenant_id = $1 AND embedding IS NOT NULL ORDER BY chunk_id
+"""
+
+
+async def test_the_exact_scans_narrow_vector_rows_follow_the_chunks_through_writes_reembedding_and_deletes(
+    app_pool: Pool, admin: "asyncpg.Connection[asyncpg.Record]"
+) -> None:
+    """The exact scan reads memory_chunk_vectors, kept by triggers: after inserts, a re-embedding with another
+    model, a chunk losing its vector and a document's deletion it holds what memory_chunks defines, and the scan
+    finds the same chunks, same scores, as a scan of memory_chunks itself."""
+    tenant = str(uuid.uuid4())
+    ids = await _write(app_pool, tenant, [_row(f"note {i}", i, path=f"memory/bank/{i % 2}.md") for i in range(6)])
+    ids += await _write(app_pool, tenant, [_row("a remembered line", 7, session="chat-1")])
+    where, query = _where(tenant), np.random.default_rng(9).normal(size=DIMS).astype(np.float32)
+
+    async def same_as_defined() -> list[asyncpg.Record]:
+        rows = await admin.fetch(VECTORS, uuid.UUID(tenant))
+        assert rows == await admin.fetch(CHUNKS_AS_VECTORS, uuid.UUID(tenant))
+        return rows
+
+    assert len(await same_as_defined()) == 7
+    old_scan = memory_queries.EXACT_VECTOR.replace("indexer.memory_chunk_vectors", "indexer.memory_chunks")
+    async with tenant_transaction(app_pool, tenant) as conn:
+        params = (*memory_queries._params(where), query.tolist(), MODEL, 5)
+        expected = {str(r["chunk_id"]): r["score"] for r in await conn.fetch(old_scan, *params)}
+    assert len(expected) == 5
+    assert await MemoryReads(app_pool).vector(where, query.tolist(), MODEL, 5) == expected
+
+    reembedded = np.eye(DIMS, dtype=np.float32)[:2]
+    async with tenant_transaction(app_pool, tenant) as conn:
+        await store.set_vectors(conn, uuid.UUID(tenant), [uuid.UUID(c) for c in ids[:2]], "other-model", reembedded)
+        await conn.execute(
+            "UPDATE indexer.memory_chunks SET model = NULL, dims = NULL, embedding = NULL WHERE chunk_id = $1",
+            uuid.UUID(ids[2]),
+        )
+        await store.delete_document(conn, uuid.UUID(tenant), "main", "memory/bank/1.md")
+    rows = await same_as_defined()
+    assert {str(r["chunk_id"]) for r in rows} == {ids[0], ids[4], ids[6]}  # 1, 3, 5 deleted, 2 without a vector
+    assert {str(r["chunk_id"]): r["model"] for r in rows}[ids[0]] == "other-model"
+    found = await MemoryReads(app_pool).vector(where, query.tolist(), MODEL, 5)
+    assert set(found) == {ids[4], ids[6]}
+    other = await MemoryReads(app_pool).vector(where, [1.0] + [0.0] * (DIMS - 1), "other-model", 5)
+    assert other == {ids[0]: pytest.approx(1.0)}

@@ -375,6 +375,15 @@ REVOKE ALL ON FUNCTION indexer.memory_chunk_keys_inserted() FROM PUBLIC;
 -- indexer ACL FUNCTION memory_chunk_keys_updated()
 REVOKE ALL ON FUNCTION indexer.memory_chunk_keys_updated() FROM PUBLIC;
 
+-- indexer ACL FUNCTION memory_chunk_vectors_deleted()
+REVOKE ALL ON FUNCTION indexer.memory_chunk_vectors_deleted() FROM PUBLIC;
+
+-- indexer ACL FUNCTION memory_chunk_vectors_inserted()
+REVOKE ALL ON FUNCTION indexer.memory_chunk_vectors_inserted() FROM PUBLIC;
+
+-- indexer ACL FUNCTION memory_chunk_vectors_updated()
+REVOKE ALL ON FUNCTION indexer.memory_chunk_vectors_updated() FROM PUBLIC;
+
 -- indexer ACL FUNCTION memory_chunks_on_days(p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_days text[], p_limit integer)
 REVOKE ALL ON FUNCTION indexer.memory_chunks_on_days(p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_days text[], p_limit integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION indexer.memory_chunks_on_days(p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_days text[], p_limit integer) TO cairn_app;
@@ -412,6 +421,9 @@ REVOKE ALL ON FUNCTION indexer.tenant_span(p_tenant uuid, OUT oldest timestamp w
 -- indexer ACL TABLE memory_agents
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE indexer.memory_agents TO cairn_app;
 
+-- indexer ACL TABLE memory_chunk_vectors
+GRANT SELECT ON TABLE indexer.memory_chunk_vectors TO cairn_app;
+
 -- indexer ACL TABLE memory_chunks
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE indexer.memory_chunks TO cairn_app;
 
@@ -447,6 +459,10 @@ ALTER TABLE ONLY indexer.memory_agents
 -- indexer CONSTRAINT memory_chunk_keys memory_chunk_keys_pkey
 ALTER TABLE ONLY indexer.memory_chunk_keys
     ADD CONSTRAINT memory_chunk_keys_pkey PRIMARY KEY (tenant_id, chunk_id);
+
+-- indexer CONSTRAINT memory_chunk_vectors memory_chunk_vectors_pkey
+ALTER TABLE ONLY indexer.memory_chunk_vectors
+    ADD CONSTRAINT memory_chunk_vectors_pkey PRIMARY KEY (tenant_id, chunk_id);
 
 -- indexer CONSTRAINT memory_chunks memory_chunks_pkey
 ALTER TABLE ONLY indexer.memory_chunks
@@ -855,6 +871,45 @@ BEGIN
     DELETE FROM indexer.memory_chunk_keys k WHERE k.tenant_id = OLD.tenant_id AND k.chunk_id = OLD.chunk_id;
     INSERT INTO indexer.memory_chunk_keys
     VALUES (NEW.tenant_id, NEW.chunk_id, NEW.agent_id, NEW.source, NEW.session_key, NEW.occurred_at, strip(NEW.terms));
+    RETURN NULL;
+END
+$$;
+
+-- indexer FUNCTION memory_chunk_vectors_deleted()
+CREATE FUNCTION indexer.memory_chunk_vectors_deleted() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'indexer', 'pg_temp'
+    AS $$
+BEGIN
+    DELETE FROM indexer.memory_chunk_vectors v USING removed o WHERE v.tenant_id = o.tenant_id AND v.chunk_id = o.chunk_id;
+    RETURN NULL;
+END
+$$;
+
+-- indexer FUNCTION memory_chunk_vectors_inserted()
+CREATE FUNCTION indexer.memory_chunk_vectors_inserted() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'indexer', 'pg_temp'
+    AS $$
+BEGIN
+    INSERT INTO indexer.memory_chunk_vectors
+    SELECT n.tenant_id, n.chunk_id, n.agent_id, n.source, n.session_key, n.model, n.embedding FROM added n
+    WHERE n.embedding IS NOT NULL;
+    RETURN NULL;
+END
+$$;
+
+-- indexer FUNCTION memory_chunk_vectors_updated()
+CREATE FUNCTION indexer.memory_chunk_vectors_updated() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'indexer', 'pg_temp'
+    AS $$
+BEGIN
+    DELETE FROM indexer.memory_chunk_vectors v WHERE v.tenant_id = OLD.tenant_id AND v.chunk_id = OLD.chunk_id;
+    IF NEW.embedding IS NOT NULL THEN
+        INSERT INTO indexer.memory_chunk_vectors
+        VALUES (NEW.tenant_id, NEW.chunk_id, NEW.agent_id, NEW.source, NEW.session_key, NEW.model, NEW.embedding);
+    END IF;
     RETURN NULL;
 END
 $$;
@@ -1397,6 +1452,9 @@ CREATE FUNCTION indexer.term_bits(p_terms tsvector) RETURNS bit
 -- indexer INDEX memory_chunk_keys_terms
 CREATE INDEX memory_chunk_keys_terms ON indexer.memory_chunk_keys USING gin (indexer.tenant_terms(tenant_id, lexemes)) WITH (fastupdate=off);
 
+-- indexer INDEX memory_chunk_vectors_agent
+CREATE INDEX memory_chunk_vectors_agent ON indexer.memory_chunk_vectors USING btree (tenant_id, agent_id, model);
+
 -- indexer INDEX memory_chunks_agent
 CREATE INDEX memory_chunks_agent ON indexer.memory_chunks USING btree (tenant_id, agent_id, source);
 
@@ -1469,6 +1527,12 @@ CREATE POLICY tenant_batch ON indexer.memory_chunk_keys TO cairn_projector USING
 -- indexer POLICY memory_chunk_keys tenant_isolation
 CREATE POLICY tenant_isolation ON indexer.memory_chunk_keys USING ((tenant_id = cairn.current_tenant())) WITH CHECK ((tenant_id = cairn.current_tenant()));
 
+-- indexer POLICY memory_chunk_vectors tenant_batch
+CREATE POLICY tenant_batch ON indexer.memory_chunk_vectors TO cairn_projector USING ((tenant_id = ANY (( SELECT cairn.batch_tenants() AS batch_tenants)::uuid[]))) WITH CHECK ((tenant_id = ANY (( SELECT cairn.batch_tenants() AS batch_tenants)::uuid[])));
+
+-- indexer POLICY memory_chunk_vectors tenant_isolation
+CREATE POLICY tenant_isolation ON indexer.memory_chunk_vectors USING ((tenant_id = cairn.current_tenant())) WITH CHECK ((tenant_id = cairn.current_tenant()));
+
 -- indexer POLICY memory_chunks tenant_batch
 CREATE POLICY tenant_batch ON indexer.memory_chunks TO cairn_projector USING ((tenant_id = ANY (( SELECT cairn.batch_tenants() AS batch_tenants)::uuid[]))) WITH CHECK ((tenant_id = ANY (( SELECT cairn.batch_tenants() AS batch_tenants)::uuid[])));
 
@@ -1523,6 +1587,9 @@ ALTER TABLE indexer.memory_agents ENABLE ROW LEVEL SECURITY;
 -- indexer ROW SECURITY memory_chunk_keys
 ALTER TABLE indexer.memory_chunk_keys ENABLE ROW LEVEL SECURITY;
 
+-- indexer ROW SECURITY memory_chunk_vectors
+ALTER TABLE indexer.memory_chunk_vectors ENABLE ROW LEVEL SECURITY;
+
 -- indexer ROW SECURITY memory_chunks
 ALTER TABLE indexer.memory_chunks ENABLE ROW LEVEL SECURITY;
 
@@ -1572,6 +1639,18 @@ CREATE TABLE indexer.memory_chunk_keys (
     occurred_at timestamp with time zone,
     lexemes tsvector NOT NULL
 );
+
+-- indexer TABLE memory_chunk_vectors
+CREATE TABLE indexer.memory_chunk_vectors (
+    tenant_id uuid NOT NULL,
+    chunk_id uuid NOT NULL,
+    agent_id text NOT NULL,
+    source text NOT NULL,
+    session_key text,
+    model text NOT NULL,
+    embedding public.vector NOT NULL
+);
+ALTER TABLE ONLY indexer.memory_chunk_vectors ALTER COLUMN embedding SET STORAGE MAIN;
 
 -- indexer TABLE memory_chunks
 CREATE TABLE indexer.memory_chunks (
@@ -1693,6 +1772,15 @@ CREATE TRIGGER memory_chunk_keys_inserted AFTER INSERT ON indexer.memory_chunks 
 
 -- indexer TRIGGER memory_chunks memory_chunk_keys_updated
 CREATE TRIGGER memory_chunk_keys_updated AFTER UPDATE OF tenant_id, chunk_id, agent_id, source, session_key, occurred_at, terms ON indexer.memory_chunks FOR EACH ROW EXECUTE FUNCTION indexer.memory_chunk_keys_updated();
+
+-- indexer TRIGGER memory_chunks memory_chunk_vectors_deleted
+CREATE TRIGGER memory_chunk_vectors_deleted AFTER DELETE ON indexer.memory_chunks REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION indexer.memory_chunk_vectors_deleted();
+
+-- indexer TRIGGER memory_chunks memory_chunk_vectors_inserted
+CREATE TRIGGER memory_chunk_vectors_inserted AFTER INSERT ON indexer.memory_chunks REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION indexer.memory_chunk_vectors_inserted();
+
+-- indexer TRIGGER memory_chunks memory_chunk_vectors_updated
+CREATE TRIGGER memory_chunk_vectors_updated AFTER UPDATE OF tenant_id, chunk_id, agent_id, source, session_key, model, embedding ON indexer.memory_chunks FOR EACH ROW EXECUTE FUNCTION indexer.memory_chunk_vectors_updated();
 
 -- indexer TRIGGER messages messages_counted_in
 CREATE TRIGGER messages_counted_in AFTER INSERT ON indexer.messages REFERENCING NEW TABLE AS counted_rows FOR EACH STATEMENT EXECUTE FUNCTION indexer.count_messages();

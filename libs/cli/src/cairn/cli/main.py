@@ -12,6 +12,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from cairn.cli.bench import read_endpoints, report, report_rows, report_table, run_import, run_ingest, write_json
+from cairn.cli.bench_agent_sizes import SIZES, run_sizes
 from cairn.cli.bench_consumer import run_consumer_bench
 from cairn.cli.bench_history import run_history
 from cairn.cli.bench_lag import REQUEST_MESSAGES
@@ -108,6 +109,8 @@ def run_memindex_bench(args: argparse.Namespace) -> None:
             {"part": "search", **row}
             for row in run_search(endpoints, args.chunks, args.queries, args.data, args.keep_seed)
         ]
+    if args.part == "sizes":
+        rows += [{"part": "sizes", **row} for row in run_sizes(endpoints, args.sizes, args.queries, args.data)]
     for row in rows:
         print("  ".join(f"{k}={v}" for k, v in row.items()))
     write_json(args.out, {"benchmark": "memindex", "rows": rows})
@@ -175,7 +178,11 @@ def _parser() -> argparse.ArgumentParser:
     load.add_argument("--skip-search", action="store_true", help="run only throughput and index lag")
     load.add_argument("--throughput-only", action="store_true", help="stop after the throughput phase")
     memindex = kinds.add_parser("memindex", help="memory index: embedding texts/s, search p50/p99, edit indexing lag")
-    memindex.add_argument("--part", choices=("embedding", "search", "lag", "all"), default="all")
+    memindex.add_argument("--part", choices=("embedding", "search", "lag", "sizes", "all"), default="all")
+    memindex.add_argument(
+        "--sizes", type=lambda v: tuple(int(s) for s in v.split(",")), default=SIZES,
+        help="sizes: agents of these chunk counts (comma-separated), exact scan vs HNSW, and their searches",
+    )  # fmt: skip
     memindex.add_argument("--chunks", type=int, default=100_000)
     memindex.add_argument("--queries", type=int, default=200)
     memindex.add_argument("--edits", type=int, default=40)
