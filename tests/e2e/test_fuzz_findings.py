@@ -1,5 +1,6 @@
-"""What the OpenAPI fuzzing (test_openapi_fuzz) found, pinned as plain requests: numbers the columns behind them
-cannot hold are refused with 422 at the door instead of failing in Postgres with a 500."""
+"""What the OpenAPI fuzzing (test_openapi_fuzz, test_accepted_is_applied) found, pinned as plain requests: numbers
+the columns behind them cannot hold are refused with 422 at the door instead of failing in Postgres with a 500, and
+a write is never answered as made when nothing was written."""
 
 import httpx
 import pytest
@@ -30,3 +31,26 @@ def test_a_position_beyond_postgres_bigint_is_refused(tenant: Tenant, route: str
 def test_the_session_list_refuses_a_position_beyond_postgres_bigint(tenant: Tenant) -> None:
     response = tenant.recall.get("/v1/sessions", params={"consistent_with": "9999999999999999999"})
     _refused(response, "consistent_with")
+
+
+def test_an_idempotency_key_reused_for_a_different_write_is_refused_not_answered_as_written(tenant: Tenant) -> None:
+    """Found by test_accepted_is_applied: a generated `Idempotency-Key: null` sent again with another document and
+    text was answered 200 with the first write's answer (its path and version) while nothing was written."""
+    key = {"Idempotency-Key": "null"}
+    first = tenant.ingest.put("/v1/memory/files/MEMORY.md", json={"text": "first"}, headers=key)
+    assert first.status_code == 201, first.text
+    retry = tenant.ingest.put("/v1/memory/files/MEMORY.md", json={"text": "first"}, headers=key)
+    assert (retry.status_code, retry.json()) == (201, first.json()), "a retry of the same write is its first answer"
+
+    for other in [
+        tenant.ingest.put("/v1/memory/files/MEMORY.md", json={"text": "second"}, headers=key),
+        tenant.ingest.put("/v1/memory/files/memory/bank/other.md", json={"text": "first"}, headers=key),
+        tenant.ingest.put("/v1/memory/files/MEMORY.md", json={"text": "first", "agent_id": "other"}, headers=key),
+        tenant.ingest.post("/v1/memory/daily", json={"text": "0", "date": "2026-12-01"}, headers=key),
+    ]:
+        _refused(other, "Idempotency-Key")
+    markdown = {"Accept": "text/markdown"}
+    assert tenant.recall.get("/v1/memory/files/MEMORY.md", headers=markdown).text == "first"
+    never_written = [("main", "memory/bank/other.md"), ("other", "MEMORY.md"), ("main", "memory/daily/2026-12-01.md")]
+    for agent, path in never_written:
+        assert tenant.recall.get(f"/v1/memory/files/{path}", params={"agent_id": agent}).status_code == 404
