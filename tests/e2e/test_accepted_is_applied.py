@@ -8,6 +8,9 @@ answered 202/200 must then be applied by every consumer that takes it:
 - an agent config (`PUT /v1/agents/{agent_id}/config`) is read back as sent with the defaults filled in, the
   session service stored that version's settings, the memory index that version's `remember`, and a direct
   message for the agent afterwards is routed by its `dm_scope` and identity links into that session's history;
+- a memory write (`PUT /v1/memory/files/{path}`, `POST /v1/memory/daily`) leaves each document as the accepted
+  writes, replayed in order, make it (a retry with a used Idempotency-Key writes nothing), at the version last
+  answered, and the memory index has nothing pending;
 - and the tenant has no dead letter in any consumer (`GET /v1/memory/status`).
 
 A 4xx is a fine answer (counted and printed), a 5xx fails. The generator chooses every value; where one is fixed
@@ -24,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from functools import partial
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import asyncpg
 import httpx
@@ -33,6 +36,7 @@ import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import Case
 
+from cairn.consolidation.domain import appended
 from cairn.events import AgentConfig, InboundMessage
 from cairn.events.routing import is_incognito, is_reset_command, routing_config, session_key_for
 from cairn.indexer.store import SEARCHABLE_ROLES
@@ -48,6 +52,7 @@ SEED = int(os.environ.get("CAIRN_FUZZ_SEED", "28"))
 # Generated requests per operation: enough to reach the schema's corners, few enough for ~a minute in all.
 MESSAGES = int(os.environ.get("CAIRN_APPLIED_MESSAGES", "60"))
 BATCHES = int(os.environ.get("CAIRN_APPLIED_BATCHES", "40"))
+DOCUMENTS = int(os.environ.get("CAIRN_APPLIED_DOCUMENTS", "40"))
 CONFIGS = int(os.environ.get("CAIRN_APPLIED_CONFIGS", "50"))
 # Bounds of the waits for the consumers (the stack's own read-your-writes bound is 5 s per request).
 APPLIED_WITHIN_S = 60.0
@@ -233,18 +238,19 @@ def _memory_status(tenant: Tenant, agent: str) -> dict[str, Any]:
     return status
 
 
-def _no_dead_letters(tenant: Tenant, agents: set[str]) -> None:
+def _no_dead_letters(tenant: Tenant, agents: set[str], documents: bool = False) -> None:
     """The memory index has nothing pending for any agent (it has applied what it took), and no consumer
     dead-lettered anything of the tenant."""
     for agent in sorted(agents):
-        assert eventually(partial(_nothing_pending, tenant, agent)), f"agent {agent!r}: memory index still pending"
+        assert eventually(partial(_nothing_pending, tenant, agent, documents)), f"{agent!r}: memory index pending"
     status = eventually(partial(_counted_dead_letters, tenant))
     assert status is not None, "the dead letters could not be counted"
     assert status == {}, status
 
 
-def _nothing_pending(tenant: Tenant, agent: str) -> bool:
-    return bool(_memory_status(tenant, agent)["pending"]["sessions"] == 0)
+def _nothing_pending(tenant: Tenant, agent: str, documents: bool) -> bool:
+    pending = _memory_status(tenant, agent)["pending"]
+    return bool(pending["sessions"] == 0 and (not documents or pending["documents"] == 0))
 
 
 def _counted_dead_letters(tenant: Tenant) -> dict[str, int] | None:
@@ -399,8 +405,8 @@ def test_every_accepted_agent_config_is_applied_by_each_consumer(services: Local
         effective = AgentConfig.model_validate(case.body)
         assert response.json() == effective.model_dump(mode="json"), "the answer is the effective config"
         version = int(response.headers["ETag"].strip('"'))
-        latest[case.path_parameters["agent_id"]] = (version, effective)
-    print(f"\nanswers: {answers.report()}; agents configured: {len(latest)}")
+        latest[unquote(case.path_parameters["agent_id"])] = (version, effective)  # as sent: quoted
+    print(f"\nanswers: {answers.report()}; agents configured: {len(latest)}\nrefused: {answers.refused()}")
     assert not answers.server_errors, answers.server_errors
     assert len(latest) >= 5, f"too few accepted to show anything: {answers.report()}"
 
@@ -427,3 +433,65 @@ def test_every_accepted_agent_config_is_applied_by_each_consumer(services: Local
         history = _history(tenant, agent, expected_key, int(answer["position"]))
         assert [m["text"] for m in history] == [probe["text"]], history
     _no_dead_letters(tenant, set(latest))
+
+
+@dataclass
+class Documents:
+    """The documents every accepted write should have made, replayed in the order the writes were answered."""
+
+    text: dict[tuple[str, str], str] = field(default_factory=dict)  # (agent, path): its text
+    version: dict[tuple[str, str], int | None] = field(default_factory=dict)  # as last answered; None: pending
+    keys: set[str] = field(default_factory=set)  # Idempotency-Keys of accepted writes
+
+    def written(self, case: AnyCase, path: str, mode: str, answer: httpx.Response) -> None:
+        assert isinstance(case.body, dict)
+        key = (str(case.body.get("agent_id", "main")), path)
+        idempotency_key = case.headers.get("Idempotency-Key") if case.headers else None
+        if idempotency_key is not None and idempotency_key in self.keys:
+            assert answer.json()["path"] == path, "a retry is answered for its own document"
+            return  # a retry of an accepted write (a different one would be a 422): written once
+        if idempotency_key is not None:
+            self.keys.add(idempotency_key)
+        text = str(case.body["text"])
+        self.text[key] = text if mode == "put" else appended(self.text.get(key, ""), text)
+        self.version[key] = answer.json()["version"]
+
+
+def _document(tenant: Tenant, agent: str, path: str) -> httpx.Response:
+    markdown = {"Accept": "text/markdown"}  # the whole document as stored
+    return tenant.recall.get(f"/v1/memory/files/{quote(path)}", params={"agent_id": agent}, headers=markdown)
+
+
+def _send_writes(tenant: Tenant, schema: schemathesis.BaseSchema, answers: Answers) -> Documents:
+    documents = Documents()
+    for case in generated(schema, "PUT", "/v1/memory/files/{path}", DOCUMENTS):
+        response = send(tenant.ingest, case)
+        answers.record("file", case, response)
+        if response.status_code in (200, 201, 202):
+            documents.written(case, unquote(case.path_parameters["path"]), "put", response)
+    for case in generated(schema, "POST", "/v1/memory/daily", DOCUMENTS):
+        response = send(tenant.ingest, case)
+        answers.record("daily", case, response)
+        if response.status_code in (200, 201, 202):
+            documents.written(case, response.json()["path"], "append", response)
+    return documents
+
+
+def test_every_accepted_memory_write_is_in_its_document_and_indexed(services: LocalStack, tenant: Tenant) -> None:
+    answers = Answers()
+    documents = _send_writes(tenant, _ingest_schema(services), answers)
+    print(f"\nanswers: {answers.report()}; documents: {len(documents.text)}\nrefused: {answers.refused()}")
+    assert not answers.server_errors, answers.server_errors
+    assert len(documents.text) >= 5, f"too few accepted to show anything: {answers.report()}"
+
+    for (agent, path), text in documents.text.items():
+        version = documents.version[(agent, path)]
+
+        def stored(agent: str = agent, path: str = path, text: str = text, version: int | None = version) -> bool:
+            read = _document(tenant, agent, path)
+            shown = text == "" and read.status_code == 404  # an empty document reads as none (see below)
+            etag = None if version is None else f'"{version}"'
+            return shown or (read.status_code == 200 and read.text == text and etag in (None, read.headers["ETag"]))
+
+        assert eventually(stored), (agent, path, text, version, _document(tenant, agent, path).text[:300])
+    _no_dead_letters(tenant, {agent for agent, _ in documents.text}, documents=True)
