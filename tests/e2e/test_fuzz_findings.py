@@ -5,6 +5,7 @@ a write is never answered as made when nothing was written."""
 import httpx
 import pytest
 
+from cairn.local import LocalStack
 from tests.conftest import Tenant
 
 pytestmark = pytest.mark.e2e
@@ -54,3 +55,30 @@ def test_an_idempotency_key_reused_for_a_different_write_is_refused_not_answered
     never_written = [("main", "memory/bank/other.md"), ("other", "MEMORY.md"), ("main", "memory/daily/2026-12-01.md")]
     for agent, path in never_written:
         assert tenant.recall.get(f"/v1/memory/files/{path}", params={"agent_id": agent}).status_code == 404
+
+
+PYDANTIC_ONLY = {"ge", "le", "gt", "lt", "min_length", "max_length"}  # keywords JSON Schema does not know
+
+
+def _unknown_keywords(node: object, where: str = "") -> list[str]:
+    if isinstance(node, list):
+        return [found for i, item in enumerate(node) for found in _unknown_keywords(item, f"{where}/{i}")]
+    if not isinstance(node, dict):
+        return []
+    here = [f"{where}/{key}" for key in node if key in PYDANTIC_ONLY and "properties" not in where.rsplit("/", 1)[-1]]
+    return here + [found for key, value in node.items() for found in _unknown_keywords(value, f"{where}/{key}")]
+
+
+@pytest.mark.parametrize("service", ["ingest", "recall"])
+def test_the_documents_state_every_bound_where_json_schema_reads_it(services: LocalStack, service: str) -> None:
+    """Found by test_accepted_is_applied: the bounds of an optional number of agent config (context_window,
+    compaction) were written as pydantic's `ge`/`le`, and identity links lost their patterns, so valid requests
+    generated from the document were refused; each bound is now a `minimum`/`maximum` or `pattern`."""
+    document = httpx.get(f"{services.url(service)}/openapi.json", timeout=10).json()
+    assert _unknown_keywords(document) == []
+    if service == "ingest":
+        body = document["paths"]["/v1/agents/{agent_id}/config"]["put"]["requestBody"]["content"]["application/json"]
+        config = document["components"]["schemas"][body["schema"]["$ref"].rsplit("/", 1)[1]]["properties"]
+        assert config["context_window"]["anyOf"][0] == {"maximum": 100_000_000, "minimum": 1000, "type": "integer"}
+        links = config["identity_links"]["patternProperties"]
+        assert next(iter(links.values()))["items"]["pattern"] == r"^[A-Za-z0-9_-]{1,64}:\S{1,256}$"

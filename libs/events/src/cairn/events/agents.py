@@ -7,9 +7,9 @@ config); `null` where it appears means "the deployment's default" and is kept as
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from cairn.events.fields import Integer, Name
+from cairn.events.fields import Integer, checked_name, whole
 
 DmScope = Literal["main", "per-peer", "per-channel-peer", "per-account-channel-peer"]
 # How group and channel chats map to sessions: one per chat (`group`), one per chat and bot account
@@ -20,10 +20,11 @@ ResetMode = Literal["none", "daily", "idle"]
 # What a reset policy can be given for: a chat type, or threads of any chat type (`thread` wins).
 ResetKind = Literal["direct", "group", "channel", "thread"]
 
-# A person becomes a session-key segment (`agent:main:direct:alice`): no colons, no whitespace.
-Person = Annotated[Name, Field(pattern=r"^[^\s:]{1,128}$")]
+# A person becomes a session-key segment (`agent:main:direct:alice`): no colons, no whitespace. (Patterns before the
+# name check, for the OpenAPI document to show them: see `cairn.events.fields`.)
+Person = Annotated[str, Field(pattern=r"^[^\s:]{1,128}$"), AfterValidator(checked_name)]
 # A channel peer as `<channel>:<peer id>`, e.g. `telegram:123`.
-PeerAddress = Annotated[Name, Field(pattern=r"^[A-Za-z0-9_-]{1,64}:\S{1,256}$")]
+PeerAddress = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}:\S{1,256}$"), AfterValidator(checked_name)]
 
 # Upper bounds of every number and collection: what the session service can store (context_window is an
 # `int` column) and apply (minutes and days become timedeltas), and what `agent.configured` can carry
@@ -37,6 +38,10 @@ MAX_PEOPLE = 1_000
 MAX_PEERS_PER_PERSON = 32
 MAX_LINKED_PEERS = 2_000
 MAX_LINKS_BYTES = 256 * 1024  # people and peers in UTF-8, well under NATS's 1 MiB message limit
+# The optional numbers' bounds, where the OpenAPI document shows them (see `cairn.events.fields.Integer`).
+ContextWindow = Annotated[int, Field(ge=1000, le=MAX_CONTEXT_WINDOW), BeforeValidator(whole)]
+Tokens = Annotated[int, Field(ge=0, le=MAX_CONTEXT_WINDOW), BeforeValidator(whole)]
+TranscriptBytes = Annotated[int, Field(ge=1024, le=MAX_TRANSCRIPT_BYTES), BeforeValidator(whole)]
 
 
 def _known_zone(name: str) -> str:
@@ -104,15 +109,9 @@ class CompactionPolicy(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    reserve_tokens: Integer | None = Field(
-        default=None, ge=0, le=MAX_CONTEXT_WINDOW, description="tokens kept free for the reply"
-    )
-    soft_threshold_tokens: Integer | None = Field(
-        default=None, ge=0, le=MAX_CONTEXT_WINDOW, description="headroom for the memory flush"
-    )
-    max_transcript_bytes: Integer | None = Field(
-        default=None, ge=1024, le=MAX_TRANSCRIPT_BYTES, description="live window size that also fires"
-    )
+    reserve_tokens: Tokens | None = Field(default=None, description="tokens kept free for the reply")
+    soft_threshold_tokens: Tokens | None = Field(default=None, description="headroom for the memory flush")
+    max_transcript_bytes: TranscriptBytes | None = Field(default=None, description="live window size that also fires")
 
 
 def _links_within_bounds(links: dict[str, tuple[str, ...]]) -> None:
@@ -139,11 +138,8 @@ class AgentConfig(BaseModel):
     reset_by_type: dict[ResetKind, ResetOverride] = Field(
         default_factory=dict, description="a policy per chat type or for threads, in place of `reset`"
     )
-    context_window: Integer | None = Field(
-        default=None,
-        ge=1000,
-        le=MAX_CONTEXT_WINDOW,
-        description="tokens; null = the deployment's default (CAIRN_SESSION_CONTEXT_WINDOW)",
+    context_window: ContextWindow | None = Field(
+        default=None, description="tokens; null = the deployment's default (CAIRN_SESSION_CONTEXT_WINDOW)"
     )
     compaction: CompactionPolicy = Field(default_factory=CompactionPolicy)
     sessions_visibility: Visibility = "tree"
