@@ -82,3 +82,16 @@ def test_the_documents_state_every_bound_where_json_schema_reads_it(services: Lo
         assert config["context_window"]["anyOf"][0] == {"maximum": 100_000_000, "minimum": 1000, "type": "integer"}
         links = config["identity_links"]["patternProperties"]
         assert next(iter(links.values()))["items"]["pattern"] == r"^[A-Za-z0-9_-]{1,64}:\S{1,256}$"
+
+
+def test_a_resent_message_is_answered_with_the_session_it_is_stored_in(tenant: Tenant) -> None:
+    """Found by test_accepted_is_applied: a re-send (same channel and message_id) routed elsewhere, here with an
+    explicit session_key, was answered with the new key although the message is kept once, in the first one."""
+    first = tenant.say("said once", message_id="m-1")
+    again = tenant.say("said once", message_id="m-1", session_key="0")
+    assert again == first
+    history = tenant.recall.get(
+        "/v1/sessions/agent:main:main/history", params={"consistent_with": first["position"]}
+    ).json()
+    assert [m["text"] for m in history["messages"]] == ["said once"]
+    assert tenant.recall.get("/v1/sessions/0/history").status_code == 404

@@ -142,11 +142,11 @@ async def _publish_messages(publisher: EventPublisher, events: list[MessageRecei
     published = await publisher.publish_many(events, dedup_ids(events))
     accepted = []
     for event, ack in zip(events, published, strict=True):
-        event_id = event.event_id
-        if ack.duplicate:  # a re-send: answer with the stored event, not the one we just built
+        answered = event
+        if ack.duplicate:  # a re-send: answer with the stored event (its id and session), not the one we just built
             stored = await publisher.js.get_msg(INGEST_STREAM, ack.seq)
-            event_id = MessageReceived.model_validate_json(stored.data or b"").event_id
-        accepted.append(Accepted(event_id=event_id, session_key=event.session_key, position=str(ack.seq)))
+            answered = MessageReceived.model_validate_json(stored.data or b"")
+        accepted.append(Accepted(event_id=answered.event_id, session_key=answered.session_key, position=str(ack.seq)))
     return accepted
 
 
