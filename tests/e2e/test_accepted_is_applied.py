@@ -266,6 +266,7 @@ class Ledger:
     kept: list[Kept] = field(default_factory=list)
     first_of: dict[tuple[str, str], Kept] = field(default_factory=dict)  # (channel, adapter id): stored as
     reset_at: dict[tuple[str, str], int] = field(default_factory=dict)  # (agent, key): its last reset command
+    misanswered: list[tuple[Kept, dict[str, Any]]] = field(default_factory=list)  # re-sends answered elsewhere
 
     def keep(self, raw: Any, answer: dict[str, Any]) -> None:
         item = Kept(InboundMessage.model_validate(raw), answer["session_key"], int(answer["position"]))
@@ -273,7 +274,10 @@ class Ledger:
         if is_reset_command(msg):  # a reset, not a message: nothing to find in the transcript
             self.reset_at[(msg.agent_id, item.session_key)] = item.position
         elif msg.message_id is not None and (msg.channel, msg.message_id) in self.first_of:
-            pass  # a re-send of a stored message (same channel and id): stored once, as first sent
+            # a re-send of a stored message (same channel and id): stored once, as first sent, and answered so
+            first = self.first_of[(msg.channel, msg.message_id)]
+            if (answer["session_key"], int(answer["position"])) != (first.session_key, first.position):
+                self.misanswered.append((first, answer))
         else:
             self.kept.append(item)
             if msg.message_id is not None:
@@ -348,6 +352,7 @@ def test_every_accepted_message_is_in_its_transcript_and_found_by_search(service
     ledger = _send_messages(tenant, _ingest_schema(services), answers)
     print(f"\nanswers: {answers.report()}; messages to find: {len(ledger.kept)}\nrefused: {answers.refused()}")
     assert not answers.server_errors, answers.server_errors
+    assert not ledger.misanswered, ledger.misanswered
     assert len(ledger.kept) >= MESSAGES // 2, f"too few accepted to show anything: {answers.report()}"
 
     findings = Findings()
