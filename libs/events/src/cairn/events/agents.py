@@ -7,9 +7,9 @@ config); `null` where it appears means "the deployment's default" and is kept as
 from typing import Annotated, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-from cairn.events.fields import Integer, Name
+from cairn.events.fields import Integer, Name, checked_name, whole
 
 # Defined here, not beside the events (`cairn.events.models` imports it from here): recall's settings name them.
 ChatType = Literal["direct", "group", "channel"]
@@ -22,10 +22,11 @@ ResetMode = Literal["none", "daily", "idle"]
 # What a reset policy can be given for: a chat type, or threads of any chat type (`thread` wins).
 ResetKind = Literal["direct", "group", "channel", "thread"]
 
-# A person becomes a session-key segment (`agent:main:direct:alice`): no colons, no whitespace.
-Person = Annotated[Name, Field(pattern=r"^[^\s:]{1,128}$")]
+# A person becomes a session-key segment (`agent:main:direct:alice`): no colons, no whitespace. (Patterns before the
+# name check, for the OpenAPI document to show them: see `cairn.events.fields`.)
+Person = Annotated[str, Field(pattern=r"^[^\s:]{1,128}$"), AfterValidator(checked_name)]
 # A channel peer as `<channel>:<peer id>`, e.g. `telegram:123`.
-PeerAddress = Annotated[Name, Field(pattern=r"^[A-Za-z0-9_-]{1,64}:\S{1,256}$")]
+PeerAddress = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}:\S{1,256}$"), AfterValidator(checked_name)]
 
 # Upper bounds of every number and collection: what the session service can store (context_window is an
 # `int` column) and apply (minutes and days become timedeltas), and what `agent.configured` can carry
@@ -50,6 +51,11 @@ ActiveMemoryMode = Literal["escalate", "always", "off"]
 QueryMode = Literal["recent", "message", "full"]
 # A chat as `allowed_chat_ids`/`denied_chat_ids` name it: a session key, `<channel>:<chat or peer id>` or a bare id.
 ChatId = Annotated[Name, Field(min_length=1, max_length=256)]
+
+# The optional numbers' bounds, where the OpenAPI document shows them (see `cairn.events.fields.Integer`).
+ContextWindow = Annotated[int, Field(ge=1000, le=MAX_CONTEXT_WINDOW), BeforeValidator(whole)]
+Tokens = Annotated[int, Field(ge=0, le=MAX_CONTEXT_WINDOW), BeforeValidator(whole)]
+TranscriptBytes = Annotated[int, Field(ge=1024, le=MAX_TRANSCRIPT_BYTES), BeforeValidator(whole)]
 
 
 def _known_zone(name: str) -> str:
@@ -117,15 +123,9 @@ class CompactionPolicy(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    reserve_tokens: Integer | None = Field(
-        default=None, ge=0, le=MAX_CONTEXT_WINDOW, description="tokens kept free for the reply"
-    )
-    soft_threshold_tokens: Integer | None = Field(
-        default=None, ge=0, le=MAX_CONTEXT_WINDOW, description="headroom for the memory flush"
-    )
-    max_transcript_bytes: Integer | None = Field(
-        default=None, ge=1024, le=MAX_TRANSCRIPT_BYTES, description="live window size that also fires"
-    )
+    reserve_tokens: Tokens | None = Field(default=None, description="tokens kept free for the reply")
+    soft_threshold_tokens: Tokens | None = Field(default=None, description="headroom for the memory flush")
+    max_transcript_bytes: TranscriptBytes | None = Field(default=None, description="live window size that also fires")
 
 
 class ActiveMemory(BaseModel):
@@ -174,11 +174,8 @@ class AgentConfig(BaseModel):
     reset_by_type: dict[ResetKind, ResetOverride] = Field(
         default_factory=dict, description="a policy per chat type or for threads, in place of `reset`"
     )
-    context_window: Integer | None = Field(
-        default=None,
-        ge=1000,
-        le=MAX_CONTEXT_WINDOW,
-        description="tokens; null = the deployment's default (CAIRN_SESSION_CONTEXT_WINDOW)",
+    context_window: ContextWindow | None = Field(
+        default=None, description="tokens; null = the deployment's default (CAIRN_SESSION_CONTEXT_WINDOW)"
     )
     compaction: CompactionPolicy = Field(default_factory=CompactionPolicy)
     sessions_visibility: Visibility = "tree"

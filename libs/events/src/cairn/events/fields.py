@@ -11,6 +11,7 @@ at the door can be stored and indexed by every consumer (issue 28).
   00:00 UTC, as PostgreSQL's `infinity`).
 - `Integer`: a whole number, also written as a float (`1e30`), so that an upper bound answers with its
   limit rather than with pydantic's "exceeded maximum size"; `INT32_MAX` is a PostgreSQL `int`'s largest.
+  Bounds of an optional one go before `whole` (see `Integer`), for the JSON schema to show them.
 
 Each refusal is a pydantic error whose message names the character or the limit, so the API answers it as
 a 422 problem naming the field.
@@ -70,7 +71,7 @@ def time_problem(value: datetime) -> str | None:
     return None
 
 
-def _checked_name(value: str) -> str:
+def checked_name(value: str) -> str:
     # `isprintable` (C, no control, format or separator character but the space) settles nearly every value
     problem = None if value.isprintable() else name_problem(value)
     if problem is not None:
@@ -85,7 +86,7 @@ def _checked_text(value: str) -> str:
     return value
 
 
-def _whole(value: Any) -> Any:
+def whole(value: Any) -> Any:
     """`1e30` as the integer it is, for the field's bounds to judge (pydantic cannot hold it as an int)."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
@@ -120,7 +121,12 @@ def _parsed(value: str) -> datetime | None:
         return None
 
 
-Name = Annotated[str, AfterValidator(_checked_name)]
+Name = Annotated[str, AfterValidator(checked_name)]
 FreeText = Annotated[str, AfterValidator(_checked_text)]
 EventTime = Annotated[datetime, BeforeValidator(_event_time)]
-Integer = Annotated[int, BeforeValidator(_whole)]
+Integer = Annotated[int, BeforeValidator(whole)]
+# An optional `Integer` with bounds is written with its bounds first, `Annotated[int, Field(ge=…, le=…),
+# BeforeValidator(whole)] | None`: put on the field, or after the validator, pydantic checks them alike but writes
+# them into the JSON schema as `ge`/`le`, which JSON Schema does not know, so the OpenAPI document said nothing of
+# them and clients (and generated requests) sent numbers that were refused. A `Name` with a pattern likewise is
+# `Annotated[str, Field(pattern=…), AfterValidator(checked_name)]`, or the document loses the pattern.

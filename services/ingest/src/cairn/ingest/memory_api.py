@@ -5,7 +5,8 @@ Each request is checked here (path layout, text, size) before anything is publis
 (see `outcomes.py`). The answer waits for that outcome: 201/200 with the new version, 409 for a stale
 `If-Match`, 404 for deleting a missing document, 413 for a daily note that would outgrow the limit; or
 202 with `pending` when consolidation did not decide within the bound (the write stays queued). A retry
-with the same `Idempotency-Key` within an hour gets the first request's answer and writes nothing twice.
+with the same `Idempotency-Key` within an hour gets the first request's answer and writes nothing twice; the
+key reused for a different request is refused (422).
 """
 
 import datetime as dt
@@ -41,7 +42,11 @@ IfMatch = Annotated[
     str | None, Header(description='the version the change is based on ("0": only if the document does not exist)')
 ]
 IdempotencyKey = Annotated[
-    str | None, Header(description="a retry with the same key within an hour gets the first answer, writes nothing")
+    str | None,
+    Header(
+        description="a retry with the same key within an hour gets the first answer, writes nothing; the key "
+        "reused for a different request is a 422"
+    ),
 ]
 WRITE_RESPONSES: dict[int | str, dict[str, str]] = {
     201: {"description": "created: the document's first version (or first after a delete)"},
@@ -49,7 +54,10 @@ WRITE_RESPONSES: dict[int | str, dict[str, str]] = {
     404: {"description": "deleting a document that does not exist"},
     409: {"description": "If-Match names a version that is not the current one"},
     413: {"description": "the text, or the daily note it would make, is over the size limit"},
-    422: {"description": "a path outside the layout, control characters, a malformed If-Match"},
+    422: {
+        "description": "a path outside the layout, control characters, a malformed If-Match, an Idempotency-Key "
+        "used for a different request"
+    },
 }
 
 
@@ -84,6 +92,17 @@ def _if_match(header: str | None) -> int | None:
         raise _invalid(422, "If-Match", str(error)) from error
 
 
+# A key names one request: its reuse for another (another agent, document, mode, text or If-Match; a daily note
+# without a date whose day changed in between) is refused, as the IETF's Idempotency-Key draft asks, rather than
+# answered with the first request's outcome, which would tell the client that what it sent was written.
+KEY_REUSED = "this Idempotency-Key was used within the hour for a different request; use a new key for a new write"
+
+
+def _asked(event: MemoryWriteRequested) -> tuple[str, str, str, str, int | None]:
+    """What a write asks for, whatever its event id and time."""
+    return event.agent_id, event.path, event.mode, event.text, event.if_match
+
+
 def _checked(path: str, text: str = "") -> None:
     refused = write_refusal(path, text)
     if refused is not None:
@@ -106,6 +125,8 @@ async def _apply(
     if published.duplicate:  # a retry: answer for the request that was stored the first time
         stored = await runtime.publisher.js.get_msg(INGEST_STREAM, published.seq)
         first = MemoryWriteRequested.model_validate_json(stored.data or b"")
+        if _asked(first) != _asked(event):  # was answered 200 with the first's answer while nothing was written
+            raise _invalid(422, "Idempotency-Key", KEY_REUSED)
         request_id, path = first.event_id, first.path
     outcomes: WriteOutcomes = runtime.extras["write_outcomes"]
     bound = settings_of(request, IngestSettings).memory_write_wait_s
