@@ -3,6 +3,7 @@ the public API. Lane 1 injects trusted entries with their sources; lane 2 runs a
 speaking the chat-completions protocol (`tests/model_api.py`, scripted per test) through a recall replica
 configured with it, or without a model through the default recall service (the extractive stand-in)."""
 
+import asyncio
 import time
 import uuid
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 
@@ -310,6 +312,35 @@ def test_a_model_that_hangs_times_out_at_the_deadline_and_is_cancelled_and_opens
     answer = modelled.recall(modelled.dashboard(), "what did we decide about the logo? (after)")
     assert answer["outcome"] == "circuit_open", answer
     assert _requests_since(model_server, start) == []
+
+
+async def test_the_deadline_covers_the_settings_read_a_stalled_database_cannot_hold_the_answer(
+    plain: Recall, services: LocalStack
+) -> None:
+    """The agent's settings are read from Postgres before the run: a read that waits on the database (here on a
+    lock, held by the test) ends at the agent's last known deadline, and the answer goes out while it waits."""
+    plain.config(active_memory={"timeout_ms": 1000})
+    session = plain.dashboard()
+    first = await asyncio.to_thread(plain.recall, session, "what did we decide about the logo?")
+    assert first["outcome"] != "timeout", first  # its settings read, the agent's deadline (1 s) is known
+    body = {"session_key": session, "text": "what did we decide about the logo now?", "chat_type": "direct"}
+    locker = await asyncpg.connect(services.postgres_url("postgres"))
+    try:
+        held = locker.transaction()
+        await held.start()
+        await locker.execute("LOCK TABLE session.sessions IN ACCESS EXCLUSIVE MODE")  # the session's facts wait
+        with httpx.Client(base_url=services.url("recall"), headers=plain.tenant.recall.headers, timeout=20) as client:
+            response = await asyncio.to_thread(client.post, "/v1/recall", json=body)
+        assert not locker.is_closed()  # answered while the settings read still waited on the lock
+        await held.rollback()
+    finally:
+        await locker.close()
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert answer["outcome"] == "timeout", answer
+    assert answer["block"] is None
+    assert "1000 ms" in answer["reason"], answer
+    assert "settings could not be read in time" in answer["reason"], answer
 
 
 def test_the_caller_hanging_up_cancels_the_model_call(
