@@ -314,6 +314,20 @@ def test_a_model_that_hangs_times_out_at_the_deadline_and_is_cancelled_and_opens
     assert _requests_since(model_server, start) == []
 
 
+def test_at_the_deadline_the_model_call_is_closed_before_the_answer_goes_out(
+    modelled: Recall, model_server: ModelServer
+) -> None:
+    """The model call is cancelled first, and the answer waits until its connection is closed: when the answer
+    arrives, the model server has already seen the disconnect (counted without waiting for it)."""
+    modelled.config(active_memory={"timeout_ms": 1000})
+    model_server.script(then=Hang())
+    for attempt in range(2):  # below the breaker's threshold
+        disconnects = model_server.disconnects
+        answer = modelled.recall(modelled.dashboard(), f"what did we decide about the logo? ({attempt})")
+        assert answer["outcome"] == "timeout", answer
+        assert model_server.disconnects == disconnects + 1, "the answer went out before the model call was closed"
+
+
 async def test_the_deadline_covers_the_settings_read_a_stalled_database_cannot_hold_the_answer(
     plain: Recall, services: LocalStack
 ) -> None:

@@ -98,8 +98,12 @@ class MemorySearch:
             if parsed
             else _nothing()
         )
-        query_vector, (vector_hits, vector_rows) = await self._vector_side(where, query.text, pool, found, wanted)
-        lexical, lexical_rows = await lexical_task
+        try:
+            query_vector, (vector_hits, vector_rows) = await self._vector_side(where, query.text, pool, found, wanted)
+            lexical, lexical_rows = await lexical_task
+        except BaseException:
+            lexical_task.cancel()  # cancelled (a recall's deadline) or failed: its statement is not left running
+            raise
         days = days_named(query.text)
         dated = await self._reads.on_days(where, month_days(days), pool) if days else []
         ids = list(dict.fromkeys([*lexical, *vector_hits, *dated]))

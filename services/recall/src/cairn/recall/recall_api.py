@@ -96,7 +96,8 @@ async def _answer(r: Recaller, tenant: str, body: RecallRequest, request: Reques
         return ended_early(setting, known_ms, reading=True)
     config = setting.config.active_memory
     deadline_s = config.timeout_ms / 1000 - (time.monotonic() - draft.started)
-    done = await first_of(run(r, tenant, _asked(body), setting, draft), deadline_s=deadline_s, request=request)
+    done = await first_of(run(r, tenant, _asked(body), setting, draft), deadline_s=deadline_s, request=request,
+                          first=draft.run.stop)  # fmt: skip
     answer = ended_early(done, config.timeout_ms) if isinstance(done, str) else done
     if done == "timeout" and draft.model is not None and draft.run.in_flight:
         await r.breaker.record(tenant, body.agent_id, draft.model, timed_out=True)

@@ -9,6 +9,7 @@ Both lanes embed the query through `MemorySearch`, whose local model runs in a w
 blocks the event loop, so a lane-2 model that hangs never delays another request's lane 1.
 """
 
+import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -97,6 +98,16 @@ class AgentRun:
     rounds: int = 0
     calls: list[ChatResult] = field(default_factory=list)
     in_flight: bool = False  # a model call was sent and has not answered (cut off by the deadline, or failed)
+    # The model call in flight, as a task of its own: at the deadline `first_of` cancels it first and waits until
+    # its connection is closed (the model server sees the disconnect before the answer goes out), whatever else
+    # of the run is slow to stop.
+    model_call: "asyncio.Future[ChatResult] | None" = None
+    stopped: bool = False  # the recall has answered without this run: no model call may start any more
+
+    def stop(self) -> "asyncio.Future[ChatResult] | None":
+        """No further model call (whatever a library that swallows a cancellation lets run on); the one in flight."""
+        self.stopped = True
+        return self.model_call
 
 
 def _assistant_turn(result: ChatResult) -> dict[str, Any]:
@@ -120,8 +131,11 @@ async def lane2(client: ModelClient, tools: MemoryTools, query: RecallQuery, tod
     ]
     while True:
         offered = TOOLS if run.rounds < MAX_TOOL_ROUNDS else None
+        if run.stopped:
+            raise asyncio.CancelledError  # the recall answered already: nobody reads this call's answer
         run.in_flight = True
-        result = await client.chat(messages, tools=offered, max_tokens=ANSWER_TOKENS)
+        run.model_call = asyncio.ensure_future(client.chat(messages, tools=offered, max_tokens=ANSWER_TOKENS))
+        result = await run.model_call
         run.in_flight = False
         run.calls.append(result)
         if not result.tool_calls:
