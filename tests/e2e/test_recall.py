@@ -23,6 +23,13 @@ from tests.model_api import CallTools, Hang, ModelServer, Reply, Status
 pytestmark = pytest.mark.e2e
 
 SHANGHAI = "下周二我去上海参加产品发布会"
+DISHES = [
+    "satay", "curry", "noodles", "cookies", "brownies", "salad", "granola", "muffins", "pancakes", "waffles",
+    "smoothie", "cereal", "pesto", "stew", "dumplings", "sushi", "tacos", "burritos", "pizza", "pasta", "risotto",
+    "paella", "ramen", "pho", "laksa", "biryani", "falafel", "hummus", "kebab", "gyros", "lasagne", "omelette",
+    "quiche", "crepes", "bagels", "scones", "toffee", "fudge", "nougat", "praline", "baklava", "halva", "muesli",
+    "porridge", "chili", "goulash", "ceviche", "tempura", "gnocchi", "tapenade"
+]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -139,6 +146,29 @@ def test_a_strong_trusted_hit_is_injected_with_its_source_and_nothing_untrusted(
     assert trace["lane"] == 1
     assert {c["path"] for c in trace["candidates"]} == {"MEMORY.md"}
     assert trace["candidates"][0]["score"] >= 0.65, trace["candidates"]
+
+
+def test_many_better_matching_daily_notes_do_not_crowd_a_trusted_entry_out_of_lane_1(plain: Recall) -> None:
+    # A fact in a longer MEMORY.md chunk scores below the default 0.65 (0.61 here): crowding, not the threshold, is
+    # what this test is about.
+    plain.config(active_memory={"min_score": 0.5})
+    plain.write(
+        "MEMORY.md",
+        "# About the user\n- The user is allergic to peanuts\n- The user lives in Lisbon\n"
+        "- The user works night shifts as a nurse\n- The user has two cats, Miso and Tofu\n",
+    )
+    today = datetime.now(UTC).date()
+    for day, dish in enumerate(DISHES):  # 50 daily notes, each about the allergy and another dish
+        note = f"- The user is allergic to peanuts: no {dish} with peanuts, the user is allergic to peanuts\n"
+        plain.write(f"memory/daily/{today - timedelta(days=day)}.md", note)
+    query = "the user is allergic to peanuts"
+    asked = {"query": query, "limit": 12, "consistent_with": plain.position}
+    search = plain.tenant.recall.post("/v1/memory/search", json=asked)
+    assert search.status_code == 200, search.text
+    assert "MEMORY.md" not in [h["path"] for h in search.json()["results"]]  # the daily notes match it better
+    answer = plain.recall(plain.dashboard(), query)
+    assert answer["outcome"] == "injected", str(plain.trace(answer["trace_id"])["candidates"])
+    assert [i["source"] for i in answer["items"]] == ["MEMORY.md#L2"]
 
 
 def test_a_memory_that_tries_to_close_the_tag_is_escaped(plain: Recall) -> None:
