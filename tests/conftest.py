@@ -42,6 +42,8 @@ def stack(span_collector: SpanCollector) -> Iterator[LocalStack]:
         "CAIRN_MEMORY_POLL_S": "0.2",
         # Records of processed events are swept every second, so a test sees aged ones go.
         "CAIRN_PROCESSED_SWEEP_S": "1",
+        # Recall reads an agent's config anew on every call, so a test that changes it sees the change at once.
+        "CAIRN_AGENT_CONFIG_FRESH_S": "0",
         # Hosts a tenant's model override may point at: the tests' model servers (tests/model_api.py) run on
         # 127.0.0.1; the others are only ever checked, never called.
         "CAIRN_LLM_ALLOWED_HOSTS": "127.0.0.1,llm.allowed.example,[fd00::7]",

@@ -3,6 +3,7 @@ the public API. Lane 1 injects trusted entries with their sources; lane 2 runs a
 speaking the chat-completions protocol (`tests/model_api.py`, scripted per test) through a recall replica
 configured with it, or without a model through the default recall service (the extractive stand-in)."""
 
+import asyncio
 import time
 import uuid
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import asyncpg
 import httpx
 import pytest
 
@@ -21,6 +23,13 @@ from tests.model_api import CallTools, Hang, ModelServer, Reply, Status
 pytestmark = pytest.mark.e2e
 
 SHANGHAI = "下周二我去上海参加产品发布会"
+DISHES = [
+    "satay", "curry", "noodles", "cookies", "brownies", "salad", "granola", "muffins", "pancakes", "waffles",
+    "smoothie", "cereal", "pesto", "stew", "dumplings", "sushi", "tacos", "burritos", "pizza", "pasta", "risotto",
+    "paella", "ramen", "pho", "laksa", "biryani", "falafel", "hummus", "kebab", "gyros", "lasagne", "omelette",
+    "quiche", "crepes", "bagels", "scones", "toffee", "fudge", "nougat", "praline", "baklava", "halva", "muesli",
+    "porridge", "chili", "goulash", "ceviche", "tempura", "gnocchi", "tapenade"
+]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -137,6 +146,29 @@ def test_a_strong_trusted_hit_is_injected_with_its_source_and_nothing_untrusted(
     assert trace["lane"] == 1
     assert {c["path"] for c in trace["candidates"]} == {"MEMORY.md"}
     assert trace["candidates"][0]["score"] >= 0.65, trace["candidates"]
+
+
+def test_many_better_matching_daily_notes_do_not_crowd_a_trusted_entry_out_of_lane_1(plain: Recall) -> None:
+    # A fact in a longer MEMORY.md chunk scores below the default 0.65 (0.61 here): crowding, not the threshold, is
+    # what this test is about.
+    plain.config(active_memory={"min_score": 0.5})
+    plain.write(
+        "MEMORY.md",
+        "# About the user\n- The user is allergic to peanuts\n- The user lives in Lisbon\n"
+        "- The user works night shifts as a nurse\n- The user has two cats, Miso and Tofu\n",
+    )
+    today = datetime.now(UTC).date()
+    for day, dish in enumerate(DISHES):  # 50 daily notes, each about the allergy and another dish
+        note = f"- The user is allergic to peanuts: no {dish} with peanuts, the user is allergic to peanuts\n"
+        plain.write(f"memory/daily/{today - timedelta(days=day)}.md", note)
+    query = "the user is allergic to peanuts"
+    asked = {"query": query, "limit": 12, "consistent_with": plain.position}
+    search = plain.tenant.recall.post("/v1/memory/search", json=asked)
+    assert search.status_code == 200, search.text
+    assert "MEMORY.md" not in [h["path"] for h in search.json()["results"]]  # the daily notes match it better
+    answer = plain.recall(plain.dashboard(), query)
+    assert answer["outcome"] == "injected", str(plain.trace(answer["trace_id"])["candidates"])
+    assert [i["source"] for i in answer["items"]] == ["MEMORY.md#L2"]
 
 
 def test_a_memory_that_tries_to_close_the_tag_is_escaped(plain: Recall) -> None:
@@ -310,6 +342,49 @@ def test_a_model_that_hangs_times_out_at_the_deadline_and_is_cancelled_and_opens
     answer = modelled.recall(modelled.dashboard(), "what did we decide about the logo? (after)")
     assert answer["outcome"] == "circuit_open", answer
     assert _requests_since(model_server, start) == []
+
+
+def test_at_the_deadline_the_model_call_is_closed_before_the_answer_goes_out(
+    modelled: Recall, model_server: ModelServer
+) -> None:
+    """The model call is cancelled first, and the answer waits until its connection is closed: when the answer
+    arrives, the model server has already seen the disconnect (counted without waiting for it)."""
+    modelled.config(active_memory={"timeout_ms": 1000})
+    model_server.script(then=Hang())
+    for attempt in range(2):  # below the breaker's threshold
+        disconnects = model_server.disconnects
+        answer = modelled.recall(modelled.dashboard(), f"what did we decide about the logo? ({attempt})")
+        assert answer["outcome"] == "timeout", answer
+        assert model_server.disconnects == disconnects + 1, "the answer went out before the model call was closed"
+
+
+async def test_the_deadline_covers_the_settings_read_a_stalled_database_cannot_hold_the_answer(
+    plain: Recall, services: LocalStack
+) -> None:
+    """The agent's settings are read from Postgres before the run: a read that waits on the database (here on a
+    lock, held by the test) ends at the agent's last known deadline, and the answer goes out while it waits."""
+    plain.config(active_memory={"timeout_ms": 1000})
+    session = plain.dashboard()
+    first = await asyncio.to_thread(plain.recall, session, "what did we decide about the logo?")
+    assert first["outcome"] != "timeout", first  # its settings read, the agent's deadline (1 s) is known
+    body = {"session_key": session, "text": "what did we decide about the logo now?", "chat_type": "direct"}
+    locker = await asyncpg.connect(services.postgres_url("postgres"))
+    try:
+        held = locker.transaction()
+        await held.start()
+        await locker.execute("LOCK TABLE session.sessions IN ACCESS EXCLUSIVE MODE")  # the session's facts wait
+        with httpx.Client(base_url=services.url("recall"), headers=plain.tenant.recall.headers, timeout=20) as client:
+            response = await asyncio.to_thread(client.post, "/v1/recall", json=body)
+        assert not locker.is_closed()  # answered while the settings read still waited on the lock
+        await held.rollback()
+    finally:
+        await locker.close()
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert answer["outcome"] == "timeout", answer
+    assert answer["block"] is None
+    assert "1000 ms" in answer["reason"], answer
+    assert "settings could not be read in time" in answer["reason"], answer
 
 
 def test_the_caller_hanging_up_cancels_the_model_call(

@@ -35,9 +35,9 @@ MODEL, DIMS = "test-model", 8
 ON_DAYS_SCANNING = f"""
 SELECT chunk_id, 0.0 AS score FROM indexer.memory_chunks
 WHERE {memory_queries._FILTER}
-  AND to_char(coalesce(dated::timestamptz, occurred_at) AT TIME ZONE 'UTC', 'MM-DD') = ANY($5::text[])
+  AND to_char(coalesce(dated::timestamptz, occurred_at) AT TIME ZONE 'UTC', 'MM-DD') = ANY($6::text[])
 ORDER BY occurred_at, start_line, chunk_id
-LIMIT $6
+LIMIT $7
 """
 
 
@@ -375,9 +375,10 @@ async def test_the_chunks_of_named_days_are_those_dated_on_them_in_any_time_zone
     assert len(wanted) >= 4
     assert {ids[300], ids[301]} <= set(wanted)
     assert await MemoryReads(app_pool).on_days(_where(tenant), month_days(days), 50) == wanted
-    params = (*memory_queries._params(_where(tenant)), month_days(days), 50)
+    scanning = (*memory_queries._params(_where(tenant)), month_days(days), 50)
+    params = (*memory_queries._params(_where(tenant))[:4], month_days(days), 50)  # ON_DAYS has no paths
     async with tenant_transaction(app_pool, tenant) as conn:
-        assert [str(r["chunk_id"]) for r in await conn.fetch(ON_DAYS_SCANNING, *params)] == wanted
+        assert [str(r["chunk_id"]) for r in await conn.fetch(ON_DAYS_SCANNING, *scanning)] == wanted
         await conn.execute("SET LOCAL TimeZone = 'Pacific/Kiritimati'")  # UTC+14: a date's midnight is the day before
         assert [str(r["chunk_id"]) for r in await conn.fetch(memory_queries.ON_DAYS, *params)] == wanted
         assert await conn.fetch(memory_queries.ON_DAYS, uuid.uuid4(), *params[1:]) == []  # another tenant's: nothing
@@ -435,7 +436,7 @@ async def test_lexical_candidates_are_scored_as_they_are_found_and_only_their_sc
     await _write(app_pool, tenant, [_row(text, minutes) for minutes, text in enumerate(texts)])
     built = build_query("lighthouse keeper retired")
     assert built is not None
-    params = (uuid.UUID(tenant), "main", ["memory", "sessions"], None, built.any_terms, built.all_terms, 300, 10)
+    params = (uuid.UUID(tenant), "main", ["memory", "sessions"], None, None, built.any_terms, built.all_terms, 300, 10)
     async with tenant_transaction(app_pool, tenant) as conn:
         plan = [r[0] for r in await conn.fetch("EXPLAIN (VERBOSE, COSTS OFF) " + memory_queries.LEXICAL, *params)]
         found = {str(r["chunk_id"]): float(r["score"]) for r in await conn.fetch(memory_queries.LEXICAL, *params)}

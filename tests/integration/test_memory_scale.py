@@ -91,7 +91,7 @@ async def pool(scale_db: tuple[str, list[float]]) -> AsyncIterator["asyncpg.Pool
 
 
 def _where(tenant: str) -> tuple[object, ...]:
-    return uuid.UUID(tenant), "main", ["memory"], None
+    return uuid.UUID(tenant), "main", ["memory"], None, None  # no session left out, every path
 
 
 async def _exact(pool: "asyncpg.Pool[asyncpg.Record]", tenant: str, query: list[float], k: int = K) -> dict[str, float]:

@@ -358,9 +358,9 @@ GRANT ALL ON FUNCTION indexer.due_memory_sessions(p_limit integer) TO cairn_app;
 -- indexer ACL FUNCTION estimated_matches(p_keyed tsquery)
 REVOKE ALL ON FUNCTION indexer.estimated_matches(p_keyed tsquery) FROM PUBLIC;
 
--- indexer ACL FUNCTION matching_memory_chunks(p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_query tsquery, p_cap integer)
-REVOKE ALL ON FUNCTION indexer.matching_memory_chunks(p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_query tsquery, p_cap integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION indexer.matching_memory_chunks(p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_query tsquery, p_cap integer) TO cairn_app;
+-- indexer ACL FUNCTION matching_memory_chunks(p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_query tsquery, p_cap integer, p_paths text[])
+REVOKE ALL ON FUNCTION indexer.matching_memory_chunks(p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_query tsquery, p_cap integer, p_paths text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION indexer.matching_memory_chunks(p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_query tsquery, p_cap integer, p_paths text[]) TO cairn_app;
 
 -- indexer ACL FUNCTION matching_messages(p_tenant uuid, p_query tsquery, p_agent text, p_session_keys text[], p_cap integer, p_after_at timestamp with time zone, p_after_id uuid, p_within tsquery, p_share double precision)
 REVOKE ALL ON FUNCTION indexer.matching_messages(p_tenant uuid, p_query tsquery, p_agent text, p_session_keys text[], p_cap integer, p_after_at timestamp with time zone, p_after_id uuid, p_within tsquery, p_share double precision) FROM PUBLIC;
@@ -596,8 +596,8 @@ CREATE FUNCTION indexer.lexeme_bit(p_lexeme text) RETURNS integer
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
     RETURN (hashtext("left"(p_lexeme, 4)) & 511);
 
--- indexer FUNCTION matching_memory_chunks(uuid, text, text[], text, tsquery, integer)
-CREATE FUNCTION indexer.matching_memory_chunks(p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_query tsquery, p_cap integer) RETURNS TABLE(chunk_id uuid, terms tsvector)
+-- indexer FUNCTION matching_memory_chunks(uuid, text, text[], text, tsquery, integer, text[])
+CREATE FUNCTION indexer.matching_memory_chunks(p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_query tsquery, p_cap integer, p_paths text[] DEFAULT NULL::text[]) RETURNS TABLE(chunk_id uuid, terms tsvector)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'indexer', 'pg_temp'
     AS $$
@@ -614,6 +614,17 @@ DECLARE
     entries numeric;  -- what the walk by bits reads of memory_chunks_recent, estimated
 BEGIN
     IF p_tenant IS DISTINCT FROM cairn.current_tenant() THEN
+        RETURN;
+    END IF;
+    IF p_paths IS NOT NULL THEN
+        RETURN QUERY SELECT c.chunk_id, c.terms FROM indexer.memory_chunks c
+                     WHERE c.tenant_id = p_tenant AND c.agent_id = p_agent AND c.source = ANY(p_sources)
+                       AND (p_exclude_session_key IS NULL OR c.session_key IS DISTINCT FROM p_exclude_session_key)
+                       AND EXISTS (SELECT 1 FROM unnest(p_paths) p
+                                   WHERE c.path = p OR (right(p, 1) = '/' AND starts_with(c.path, p)))
+                       AND c.terms @@ p_query
+                     ORDER BY c.occurred_at DESC NULLS LAST, c.chunk_id
+                     LIMIT p_cap;
         RETURN;
     END IF;
     required := indexer.required_term_bits(p_query);

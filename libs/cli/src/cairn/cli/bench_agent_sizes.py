@@ -44,21 +44,23 @@ POOL = 24  # the vector side's candidates at the default limit 6 (recall's memor
 
 # Copies of recall's memory_queries statements (kept equal by a unit test).
 FILTER = """tenant_id = $1 AND agent_id = $2 AND source = ANY($3::text[])
-  AND ($4::text IS NULL OR session_key IS DISTINCT FROM $4)"""
+  AND ($4::text IS NULL OR session_key IS DISTINCT FROM $4)
+  AND ($5::text[] IS NULL OR EXISTS (SELECT 1 FROM unnest($5::text[]) p
+                                     WHERE path = p OR (right(p, 1) = '/' AND starts_with(path, p))))"""
 EXACT_VECTOR = f"""
-SELECT chunk_id, 1 - (embedding <=> $5::real[]::vector) AS score
+SELECT chunk_id, 1 - (embedding <=> $6::real[]::vector) AS score
 FROM indexer.memory_chunk_vectors
-WHERE {FILTER} AND model = $6
-ORDER BY (embedding <=> $5::real[]::vector) + 0
-LIMIT $7
+WHERE {FILTER} AND model = $7
+ORDER BY (embedding <=> $6::real[]::vector) + 0
+LIMIT $8
 """
 ANN_VECTOR_512 = f"""
 WITH nearest AS MATERIALIZED (
-    SELECT chunk_id, embedding::vector(512) <=> $5::real[]::vector(512) AS distance
+    SELECT chunk_id, embedding::vector(512) <=> $6::real[]::vector(512) AS distance
     FROM indexer.memory_chunks
-    WHERE dims = 512 AND {FILTER} AND model = $6
-    ORDER BY embedding::vector(512) <=> $5::real[]::vector(512)
-    LIMIT $7
+    WHERE dims = 512 AND {FILTER} AND model = $7
+    ORDER BY embedding::vector(512) <=> $6::real[]::vector(512)
+    LIMIT $8
 )
 SELECT chunk_id, 1 - distance AS score FROM nearest ORDER BY distance + 0
 """
@@ -127,7 +129,7 @@ async def _seed(owner_url: str, tenants: dict[int, str], model: str, text: Text,
 async def _statement(
     pool: "asyncpg.Pool[asyncpg.Record]", kind: str, tenant: str, query: list[float], model: str, plan: tuple[int, int]
 ) -> tuple[float, list[tuple[str, float]]]:
-    params = (uuid.UUID(tenant), "main", ["memory", "sessions"], None, query, model, POOL)
+    params = (uuid.UUID(tenant), "main", ["memory", "sessions"], None, None, query, model, POOL)
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute("SELECT set_config('cairn.tenant_id', $1, true)", tenant)
         started = time.perf_counter()
@@ -138,7 +140,7 @@ async def _statement(
 
 
 async def _buffers(pool: "asyncpg.Pool[asyncpg.Record]", kind: str, tenant: str, query: list[float], model: str) -> int:
-    params = (uuid.UUID(tenant), "main", ["memory", "sessions"], None, query, model, POOL)
+    params = (uuid.UUID(tenant), "main", ["memory", "sessions"], None, None, query, model, POOL)
     async with pool.acquire() as conn, conn.transaction():
         await conn.execute("SELECT set_config('cairn.tenant_id', $1, true)", tenant)
         plan = json.loads(await conn.fetchval("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + STATEMENTS[kind], *params))

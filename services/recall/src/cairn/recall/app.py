@@ -18,7 +18,7 @@ from cairn.recall.progress import IndexProgress
 from cairn.recall.queries import ReadStore
 from cairn.recall.recall_api import router as recall_router
 from cairn.recall.recall_bounds import Breaker, ResultCache
-from cairn.recall.recall_reads import RecallReads
+from cairn.recall.recall_reads import KnownConfigs, RecallReads
 from cairn.recall.recall_run import Recaller
 from cairn.recall.recall_traces import TraceStore, TraceSweep
 from cairn.recall.recall_traces_api import router as traces_router
@@ -49,7 +49,7 @@ def create_app(settings: RecallSettings) -> FastAPI:
         runtime.extras["breaker"] = Breaker(runtime.redis)
         runtime.extras["recall_cache"] = ResultCache(runtime.redis)
         runtime.extras["recaller"] = Recaller(
-            reads=RecallReads(runtime.pool),
+            reads=RecallReads(runtime.pool, KnownConfigs(settings.agent_config_fresh_s)),
             memory_search=runtime.extras["memory_search"],
             memory_reads=runtime.extras["memory_reads"],
             sessions=runtime.extras["reads"],

@@ -26,62 +26,67 @@ SUPPORTED_DIMS = (384, 512, 768, 1024, 1536)  # each has a partial HNSW index (l
 EXACT_UP_TO = 10_000  # chunks of an agent searched exactly; more go through HNSW
 LEXICAL_CANDIDATES = 300  # most recent matches ranked per tsquery (every term, then any term)
 
+# $5: the paths a search may see (`Where.paths`, as `matching_memory_chunks` reads them), NULL for every path.
 _FILTER = """tenant_id = $1 AND agent_id = $2 AND source = ANY($3::text[])
-  AND ($4::text IS NULL OR session_key IS DISTINCT FROM $4)"""
+  AND ($4::text IS NULL OR session_key IS DISTINCT FROM $4)
+  AND ($5::text[] IS NULL OR EXISTS (SELECT 1 FROM unnest($5::text[]) p
+                                     WHERE path = p OR (right(p, 1) = '/' AND starts_with(path, p))))"""
 
-# Lexical candidates: the most recent $7 chunks matching every term and, only when they are fewer than the
-# $8 asked for, the most recent $7 matching any term that are not among them. A chunk with every term scores
-# ts_rank_cd plus 1, any other ts_rank_cd (plus 1 if it has every term after all: only when $7 < $8), so a chunk
-# with every term outranks any partial match, and every full match among the most recent $7 partial ones is among
-# the most recent $7 full ones (an older chunk with every term is never crowded out by recent partial matches).
+# Lexical candidates: the most recent $8 chunks matching every term and, only when they are fewer than the
+# $9 asked for, the most recent $8 matching any term that are not among them. A chunk with every term scores
+# ts_rank_cd plus 1, any other ts_rank_cd (plus 1 if it has every term after all: only when $8 < $9), so a chunk
+# with every term outranks any partial match, and every full match among the most recent $8 partial ones is among
+# the most recent $8 full ones (an older chunk with every term is never crowded out by recent partial matches).
 # Matching runs in a function (libs/memindex's schema baseline says why, at memory_chunks), so a rare term reads its
 # few matches from the (tenant_id, terms) index and a frequent one walks the agent's chunks back in time: the work is
 # bounded by the cap, not by the agent's size.
 #
-# Of each function's matches only the best $8 by ts_rank are scored by ts_rank_cd (its Cover() walks every
+# Of each function's matches only the best $9 by ts_rank are scored by ts_rank_cd (its Cover() walks every
 # position of the asked words: ~16 us a chunk of 20 LoCoMo turns, against ~1.7 us for ts_rank, which reads
 # them once), and only (chunk_id, score) pairs are kept and sorted, not the chunks' terms (5-7 kB each). So
 # which matches become candidates is decided by how many of the asked words a chunk holds, each counted with a
 # saturating frequency (ts_rank), not by their total count (ts_rank_cd: a name in every line's speaker label
-# outweighs the other words); a candidate's score is ts_rank_cd as before. A query with at most $8 matches gets
+# outweighs the other words); a candidate's score is ts_rank_cd as before. A query with at most $9 matches gets
 # the same candidates and scores. Measured on the realistic 100k seed (memsearch18), the
 # statement's backend CPU, median per-question ratio 0.77 (p50 14.0 -> 10.4 ms); `cairn bench retrieval --mode
 # memory` on LoCoMo writes byte-identical results; at 100k, where the final hits do change, those holding a
 # gold line of the question: Hit@8 0.597 -> 0.597, MRR 0.235 -> 0.243.
 LEXICAL = """
 WITH every AS MATERIALIZED (
-    SELECT chunk_id, ts_rank_cd(terms, CAST($5 AS tsquery), 32) + 1.0 AS score
-    FROM (SELECT chunk_id, terms FROM indexer.matching_memory_chunks($1, $2, $3::text[], $4, CAST($6 AS tsquery), $7)
-          ORDER BY ts_rank(terms, CAST($5 AS tsquery)) DESC, chunk_id LIMIT $8) best
+    SELECT chunk_id, ts_rank_cd(terms, CAST($6 AS tsquery), 32) + 1.0 AS score
+    FROM (SELECT chunk_id, terms
+          FROM indexer.matching_memory_chunks($1, $2, $3::text[], $4, CAST($7 AS tsquery), $8, $5::text[])
+          ORDER BY ts_rank(terms, CAST($6 AS tsquery)) DESC, chunk_id LIMIT $9) best
 )
 SELECT chunk_id, score FROM every
 UNION ALL
 SELECT chunk_id,
-       ts_rank_cd(terms, CAST($5 AS tsquery), 32) + CASE WHEN terms @@ CAST($6 AS tsquery) THEN 1.0 ELSE 0.0 END
-FROM (SELECT chunk_id, terms FROM indexer.matching_memory_chunks($1, $2, $3::text[], $4, CAST($5 AS tsquery), $7)
-      WHERE CAST($5 AS tsquery) <> CAST($6 AS tsquery) AND (SELECT count(*) FROM every) < $8
+       ts_rank_cd(terms, CAST($6 AS tsquery), 32) + CASE WHEN terms @@ CAST($7 AS tsquery) THEN 1.0 ELSE 0.0 END
+FROM (SELECT chunk_id, terms
+      FROM indexer.matching_memory_chunks($1, $2, $3::text[], $4, CAST($6 AS tsquery), $8, $5::text[])
+      WHERE CAST($6 AS tsquery) <> CAST($7 AS tsquery) AND (SELECT count(*) FROM every) < $9
         AND chunk_id NOT IN (SELECT chunk_id FROM every)
-      ORDER BY ts_rank(terms, CAST($5 AS tsquery)) DESC, chunk_id LIMIT $8) best
+      ORDER BY ts_rank(terms, CAST($6 AS tsquery)) DESC, chunk_id LIMIT $9) best
 ORDER BY score DESC, chunk_id
-LIMIT $8
+LIMIT $9
 """
 # The exact scan of one agent's rows reads memory_chunk_vectors, narrow rows holding the vector in line, not
 # memory_chunks, whose wide rows keep it out of line (libs/memindex V0002 says why): ~8 buffers a chunk read
 # there against ~0.4 here, same vectors, so the same ids and scores. `+ 0` keeps the order computed, not indexed.
 EXACT_VECTOR = f"""
-SELECT chunk_id, 1 - (embedding <=> $5::real[]::vector) AS score
+SELECT chunk_id, 1 - (embedding <=> $6::real[]::vector) AS score
 FROM indexer.memory_chunk_vectors
-WHERE {_FILTER} AND model = $6
-ORDER BY (embedding <=> $5::real[]::vector) + 0
-LIMIT $7
+WHERE {_FILTER} AND model = $7
+ORDER BY (embedding <=> $6::real[]::vector) + 0
+LIMIT $8
 """
 _ANN = """
 WITH nearest AS MATERIALIZED (
-    SELECT chunk_id, embedding::vector({d}) <=> $5::real[]::vector({d}) AS distance
+    SELECT chunk_id, embedding::vector({d}) <=> $6::real[]::vector({d}) AS distance
     FROM indexer.memory_chunks
-    WHERE dims = {d} AND {filter} AND model = $6
-    ORDER BY embedding::vector({d}) <=> $5::real[]::vector({d})
-    LIMIT $7
+    WHERE dims = {d} AND {filter} AND model = $7
+    ORDER BY embedding::vector({d}) <=> $6::real[]::vector({d})
+    LIMIT $8
 )
 SELECT chunk_id, 1 - distance AS score FROM nearest ORDER BY distance + 0
 """
@@ -136,9 +141,9 @@ FROM found f JOIN indexer.memory_chunks c ON c.tenant_id = $1 AND c.chunk_id = f
 """
 
 
-LEXICAL_ROWS = _with_rows(LEXICAL, "$9", "$10", "tsvector_to_array(c.terms)")
-EXACT_VECTOR_ROWS = _with_rows(EXACT_VECTOR, "$6", "$8", "NULL::text[]")
-ANN_VECTOR_ROWS = {d: _with_rows(sql, "$6", "$8", "NULL::text[]") for d, sql in ANN_VECTOR.items()}
+LEXICAL_ROWS = _with_rows(LEXICAL, "$10", "$11", "tsvector_to_array(c.terms)")
+EXACT_VECTOR_ROWS = _with_rows(EXACT_VECTOR, "$7", "$9", "NULL::text[]")
+ANN_VECTOR_ROWS = {d: _with_rows(sql, "$7", "$9", "NULL::text[]") for d, sql in ANN_VECTOR.items()}
 # A write position is searchable once the memory consumers passed it and no debounced session holds it back.
 REACHED = """
 SELECT coalesce((SELECT ingest_seq FROM indexer.memory_progress WHERE tenant_id = $1 AND agent_id = $2), 0) >= $3
@@ -179,12 +184,13 @@ WHERE d.tenant_id = $1 AND d.agent_id = $2 AND NOT d.deleted AND d.text ~ '\\S'
 
 @dataclass(frozen=True)
 class Where:
-    """What a search may see: one agent's chunks of these sources, minus the caller's own session."""
+    """What a search may see: one agent's chunks of these sources (and paths), minus the caller's own session."""
 
     tenant: str
     agent: str
     sources: tuple[str, ...]
     exclude_session_key: str | None
+    paths: tuple[str, ...] | None = None  # only these paths ("…/": every path under it); None: every path
 
 
 @dataclass(frozen=True)
@@ -328,7 +334,7 @@ class MemoryReads:
 
     async def on_days(self, where: Where, month_days: Sequence[str], limit: int) -> list[str]:
         async with tenant_transaction(self._pool, where.tenant) as conn:
-            rows = await conn.fetch(ON_DAYS, *_params(where), list(month_days), limit)
+            rows = await conn.fetch(ON_DAYS, *_params(where)[:4], list(month_days), limit)  # paths: `in_paths`
         return [str(r["chunk_id"]) for r in rows]
 
     async def wait_for(self, tenant: str, agent: str, position: int, bound_s: float) -> bool:
@@ -384,4 +390,12 @@ async def _ready(vector: Sequence[float]) -> Sequence[float]:
 
 
 def _params(where: Where) -> tuple[Any, ...]:
-    return uuid.UUID(where.tenant), where.agent, list(where.sources), where.exclude_session_key
+    paths = None if where.paths is None else list(where.paths)
+    return uuid.UUID(where.tenant), where.agent, list(where.sources), where.exclude_session_key, paths
+
+
+def in_paths(path: str | None, paths: Sequence[str] | None) -> bool:
+    """Whether a chunk of `path` is among `paths` as `_FILTER` reads them (None: every path is)."""
+    if paths is None:
+        return True
+    return path is not None and any(path == p or (p.endswith("/") and path.startswith(p)) for p in paths)

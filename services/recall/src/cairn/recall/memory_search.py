@@ -24,7 +24,7 @@ import numpy as np
 from cairn.memindex import Embedder
 from cairn.memindex.embeddings import RemoteEmbeddingError
 from cairn.recall.memory_dates import Day, days_named, month_days, on_day
-from cairn.recall.memory_queries import ChunkDetail, MemoryReads, Where
+from cairn.recall.memory_queries import ChunkDetail, MemoryReads, Where, in_paths
 from cairn.recall.memory_ranking import (
     Candidate,
     RankingOptions,
@@ -57,6 +57,7 @@ class MemoryQuery:
     min_score: float | None
     sources: tuple[str, ...]
     caller_session_key: str | None
+    paths: tuple[str, ...] | None = None  # only chunks of these paths ("…/": every path under it); None: any
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ class MemorySearch:
         self._reads, self._embedder, self._options = reads, embedder, options
 
     async def search(self, tenant: str, query: MemoryQuery) -> Found:
-        where = Where(tenant, query.agent, query.sources, query.caller_session_key)
+        where = Where(tenant, query.agent, query.sources, query.caller_session_key, query.paths)
         pool = min(max(query.limit * CANDIDATES_PER_RESULT, MIN_CANDIDATES), MAX_CANDIDATES)
         parsed = build_query(query.text)
         wanted = list(parsed.terms) if parsed else []  # the lexemes it ranks by (`query_terms`)
@@ -98,8 +99,12 @@ class MemorySearch:
             if parsed
             else _nothing()
         )
-        query_vector, (vector_hits, vector_rows) = await self._vector_side(where, query.text, pool, found, wanted)
-        lexical, lexical_rows = await lexical_task
+        try:
+            query_vector, (vector_hits, vector_rows) = await self._vector_side(where, query.text, pool, found, wanted)
+            lexical, lexical_rows = await lexical_task
+        except BaseException:
+            lexical_task.cancel()  # cancelled (a recall's deadline) or failed: its statement is not left running
+            raise
         days = days_named(query.text)
         dated = await self._reads.on_days(where, month_days(days), pool) if days else []
         ids = list(dict.fromkeys([*lexical, *vector_hits, *dated]))
@@ -108,7 +113,7 @@ class MemorySearch:
         asked_vector = None if query_vector is None else query_vector.tolist()
         brought = [*vector_rows, *lexical_rows]
         rows, turn_cosine = await self._details(tenant, ids, brought, wanted, lexical, asked_vector)
-        details = {d.chunk_id: d for d in rows}
+        details = {d.chunk_id: d for d in rows if in_paths(d.path, query.paths)}  # a named day's chunks: any path
         scored = _Scored(query_vector, wanted, turn_cosine)
         candidates, vectors = _candidates(details, lexical, scored)
         fused = _on_named_days(fuse(candidates, self._options), details, days)

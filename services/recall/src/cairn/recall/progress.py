@@ -80,5 +80,8 @@ async def wait_until(
         if changed is None:
             await asyncio.sleep(pause)
         else:
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for returns a wait that completed as a cancellation
+            # arrived, swallowing the cancellation (a recall cut off by its deadline then ran on, model call included)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), pause)
+                async with asyncio.timeout(pause):
+                    await changed.wait()

@@ -13,7 +13,8 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, Literal, TypeVar
 
 from redis.asyncio import Redis
@@ -33,9 +34,14 @@ _REDIS_FAILURES = (RedisError, OSError, TimeoutError)
 # After a call Redis failed, how long its users skip it: an outage then costs a recall one bound per second and
 # process, not one per call (a recall makes up to four).
 REDIS_AWAY_S = 1.0
-# How long work that was cancelled may take to stop before `first_of` answers without it (logged: a call that
-# does not stop on cancellation is a bug of that call, and waiting for it would be the stall the bound exists for).
+# How long `first_of` waits for the model call it cancelled to end: closing its connection takes a few loop
+# iterations; longer is logged (a call that does not stop on cancellation is a bug of that call).
 CANCEL_GRACE_S = 1.0
+# How long `first_of` waits for the rest of the cancelled work before answering without it. Work that only awaits
+# stops within a loop iteration; what takes longer is a cleanup that needs the database (asyncpg waits for the
+# server to confirm a cancelled statement, then the rollback and the pool's reset of the connection: round trips
+# to a Postgres that may be the very reason of the timeout). It finishes in the background, logged when slow.
+STOP_GRACE_S = 0.05
 
 # Count the timeout; at the threshold open the breaker for `open_ms`. The count outlives the opening (`count_ms`
 # > `open_ms`), so once the window has passed the breaker is half-open: the first call after it is a probe whose
@@ -177,25 +183,48 @@ async def _disconnected(request: Request) -> None:
             return
 
 
-async def _stop(task: "asyncio.Future[Any]") -> None:
-    """Cancel and wait (bounded) until the task has stopped, whatever it ends with."""
+async def _stop(task: "asyncio.Future[Any]", first: "asyncio.Future[Any] | None") -> None:
+    """Cancel `first` (the model call in flight) and wait (bounded) until it has ended, so its connection is
+    closed before the answer goes out; then cancel the task and give it `STOP_GRACE_S` to stop, leaving it to
+    finish in the background after that."""
+    if first is not None and not first.done():
+        first.cancel()
+        ended, _ = await asyncio.wait({first}, timeout=CANCEL_GRACE_S)
+        if not ended:
+            log.error("a model call still open %gs after its cancellation: left behind", CANCEL_GRACE_S)
     task.cancel()
-    done, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE_S)
-    if not done:
-        log.error("work still running %gs after its cancellation: left behind", CANCEL_GRACE_S)
-        return
+    done, _ = await asyncio.wait({task}, timeout=STOP_GRACE_S)
+    if done:
+        _retrieved(task)
+    else:
+        task.add_done_callback(partial(_stopped_late, time.monotonic()))
+
+
+def _retrieved(task: "asyncio.Future[Any]") -> None:
     if not task.cancelled():
         task.exception()  # retrieved: an error on its way out is of no interest once its answer is not wanted
 
 
+def _stopped_late(since: float, task: "asyncio.Future[Any]") -> None:
+    took = STOP_GRACE_S + time.monotonic() - since
+    if took >= CANCEL_GRACE_S:
+        log.warning("cancelled work took %.1fs to stop (its answer was sent without it)", took)
+    _retrieved(task)
+
+
 async def first_of(
-    work: Awaitable[T], *, deadline_s: float, request: Request
+    work: Awaitable[T],
+    *,
+    deadline_s: float,
+    request: Request,
+    first: Callable[[], "asyncio.Future[Any] | None"] | None = None,
 ) -> T | Literal["timeout", "disconnected"]:
     """`work`'s result, or "timeout" at `deadline_s`, or "disconnected" when the HTTP caller hangs up first. In
-    both of those cases the work is cancelled and awaited (an httpx call ends its request, so the model server
-    sees the disconnect too), so nothing keeps running for an answer nobody will read. An error of the work is
-    raised. The request's body is read first (usually it already is): watching for the disconnect consumes the
-    `receive` channel, which must no longer carry body parts."""
+    both of those cases the work is cancelled, so nothing keeps running for an answer nobody will read: first
+    what `first` gives (the model call in flight, its own task), awaited until its connection is closed, so the
+    model server sees the disconnect before the answer goes out; then the rest, awaited only `STOP_GRACE_S`
+    (`_stop`). An error of the work is raised. The request's body is read first (usually it already is):
+    watching for the disconnect consumes the `receive` channel, which must no longer carry body parts."""
     with contextlib.suppress(RuntimeError):  # the handler read it as a stream: the channel is as clean
         await request.body()
     task = asyncio.ensure_future(work)
@@ -207,7 +236,7 @@ async def first_of(
         return "disconnected" if hung_up in done else "timeout"
     finally:
         if not task.done():
-            await _stop(task)
+            await _stop(task, first() if first is not None else None)
         hung_up.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):  # a receive that failed: hung up as well
             await hung_up

@@ -214,7 +214,12 @@ async def _extractive(tools: MemoryTools, query: RecallQuery, draft: Draft) -> A
     return Answer("injected", "no model configured: an extractive summary of the best hits", 2, [item], block(summary))
 
 
-def ended_early(outcome: Literal["timeout", "disconnected"], config: ActiveMemory) -> Answer:
-    if outcome == "timeout":
-        return Answer("timeout", f"no answer within the deadline ({config.timeout_ms} ms): nothing is added")
-    return Answer("timeout", "the caller disconnected: recall was cancelled")
+def ended_early(outcome: Literal["timeout", "disconnected"], timeout_ms: int, *, reading: bool = False) -> Answer:
+    """The answer of a recall cut short; `reading`: before the agent's settings were read (`timeout_ms` is then
+    the agent's last known deadline)."""
+    if outcome == "disconnected":
+        return Answer("timeout", "the caller disconnected: recall was cancelled")
+    if reading:
+        return Answer("timeout", f"no answer within the deadline ({timeout_ms} ms): the agent's settings could not "
+                                 "be read in time (the database is slow or away), so nothing is added")  # fmt: skip
+    return Answer("timeout", f"no answer within the deadline ({timeout_ms} ms): nothing is added")

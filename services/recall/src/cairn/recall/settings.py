@@ -35,6 +35,9 @@ class RecallSettings(ServiceSettings):
     http: HttpSettings = Field(default_factory=http_defaults(8084))
     llm: LlmSettings = Field(default_factory=LlmSettings)
     consistency_wait_s: float = Field(default=5.0, ge=0, le=30, description="bound of a read-your-writes wait")
+    agent_config_fresh_s: float = Field(
+        default=5.0, ge=0, le=60, description="how long recall uses an agent's config before reading it again"
+    )
     dead_letters_wait_s: float = Field(
         default=1.0, gt=0, le=10, description="bound of the dead-letter count in memory status (NATS may be away)"
     )

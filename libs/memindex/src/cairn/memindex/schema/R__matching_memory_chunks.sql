@@ -18,9 +18,17 @@
 -- about 1/25 of a chunk fetched by primary key: 0.5 us against 12.7 us in that plan), with entries =
 -- cap x seen / matched, or all the agent's chunks (memory_counts) when its estimated matches (matched / seen x
 -- chunks) are below the cap. The rest of the rule is 0108's. The three ways answer the same rows (the most recent `cap`
--- matches), so only the time changes. Same signature, same answers, same grants.
+-- matches), so only the time changes.
+--
+-- Recall's lane 1 (issue 29) searches trusted entries only: `p_paths`, when given, keeps the chunks of these paths,
+-- an entry ending in "/" standing for every path under it (`{MEMORY.md,memory/bank/}`). Filtered here, before the
+-- cap and the ranking, so the many daily notes that match a query better cannot crowd a trusted entry out. Those
+-- paths are a few of the agent's documents: their matches are read directly (the planner picks the agent's path
+-- index or the terms index), without the sampling that chooses among the three ways. NULL: every path, as before.
+DROP FUNCTION IF EXISTS indexer.matching_memory_chunks(uuid, text, text[], text, tsquery, int);
 CREATE OR REPLACE FUNCTION indexer.matching_memory_chunks(
-    p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_query tsquery, p_cap int
+    p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_query tsquery, p_cap int,
+    p_paths text[] DEFAULT NULL
 )
 RETURNS TABLE (chunk_id uuid, terms tsvector)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -39,6 +47,17 @@ DECLARE
     entries numeric;  -- what the walk by bits reads of memory_chunks_recent, estimated
 BEGIN
     IF p_tenant IS DISTINCT FROM cairn.current_tenant() THEN
+        RETURN;
+    END IF;
+    IF p_paths IS NOT NULL THEN
+        RETURN QUERY SELECT c.chunk_id, c.terms FROM indexer.memory_chunks c
+                     WHERE c.tenant_id = p_tenant AND c.agent_id = p_agent AND c.source = ANY(p_sources)
+                       AND (p_exclude_session_key IS NULL OR c.session_key IS DISTINCT FROM p_exclude_session_key)
+                       AND EXISTS (SELECT 1 FROM unnest(p_paths) p
+                                   WHERE c.path = p OR (right(p, 1) = '/' AND starts_with(c.path, p)))
+                       AND c.terms @@ p_query
+                     ORDER BY c.occurred_at DESC NULLS LAST, c.chunk_id
+                     LIMIT p_cap;
         RETURN;
     END IF;
     required := indexer.required_term_bits(p_query);
@@ -65,5 +84,5 @@ BEGIN
 END
 $$;
 
-REVOKE ALL ON FUNCTION indexer.matching_memory_chunks(uuid, text, text[], text, tsquery, int) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION indexer.matching_memory_chunks(uuid, text, text[], text, tsquery, int) TO cairn_app;
+REVOKE ALL ON FUNCTION indexer.matching_memory_chunks(uuid, text, text[], text, tsquery, int, text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION indexer.matching_memory_chunks(uuid, text, text[], text, tsquery, int, text[]) TO cairn_app;

@@ -6,7 +6,7 @@ SET search_path = indexer, pg_temp
 AS $$
 BEGIN
     INSERT INTO indexer.memory_chunk_vectors
-    SELECT n.tenant_id, n.chunk_id, n.agent_id, n.source, n.session_key, n.model, n.embedding FROM added n
+    SELECT n.tenant_id, n.chunk_id, n.agent_id, n.source, n.session_key, n.path, n.model, n.embedding FROM added n
     WHERE n.embedding IS NOT NULL;
     RETURN NULL;
 END

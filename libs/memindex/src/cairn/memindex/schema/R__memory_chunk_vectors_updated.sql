@@ -9,7 +9,7 @@ BEGIN
     DELETE FROM indexer.memory_chunk_vectors v WHERE v.tenant_id = OLD.tenant_id AND v.chunk_id = OLD.chunk_id;
     IF NEW.embedding IS NOT NULL THEN
         INSERT INTO indexer.memory_chunk_vectors
-        VALUES (NEW.tenant_id, NEW.chunk_id, NEW.agent_id, NEW.source, NEW.session_key, NEW.model, NEW.embedding);
+        VALUES (NEW.tenant_id, NEW.chunk_id, NEW.agent_id, NEW.source, NEW.session_key, NEW.path, NEW.model, NEW.embedding);
     END IF;
     RETURN NULL;
 END
@@ -17,6 +17,6 @@ $$;
 
 REVOKE ALL ON FUNCTION indexer.memory_chunk_vectors_updated() FROM PUBLIC;
 CREATE OR REPLACE TRIGGER memory_chunk_vectors_updated
-    AFTER UPDATE OF tenant_id, chunk_id, agent_id, source, session_key, model, embedding ON indexer.memory_chunks
+    AFTER UPDATE OF tenant_id, chunk_id, agent_id, source, session_key, path, model, embedding ON indexer.memory_chunks
     FOR EACH ROW
     EXECUTE FUNCTION indexer.memory_chunk_vectors_updated();

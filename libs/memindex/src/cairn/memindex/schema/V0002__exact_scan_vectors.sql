@@ -27,6 +27,7 @@ CREATE TABLE indexer.memory_chunk_vectors (
     agent_id text NOT NULL,
     source text NOT NULL,
     session_key text,
+    path text,
     model text NOT NULL,
     embedding public.vector NOT NULL,
     CONSTRAINT memory_chunk_vectors_pkey PRIMARY KEY (tenant_id, chunk_id)
@@ -35,7 +36,7 @@ ALTER TABLE indexer.memory_chunk_vectors ALTER COLUMN embedding SET STORAGE MAIN
 SELECT cairn.isolate_by_tenant('indexer.memory_chunk_vectors', force => false);
 GRANT SELECT ON TABLE indexer.memory_chunk_vectors TO cairn_app;
 INSERT INTO indexer.memory_chunk_vectors
-SELECT tenant_id, chunk_id, agent_id, source, session_key, model, embedding FROM indexer.memory_chunks
+SELECT tenant_id, chunk_id, agent_id, source, session_key, path, model, embedding FROM indexer.memory_chunks
 WHERE embedding IS NOT NULL
 ORDER BY tenant_id, agent_id;
 CREATE INDEX memory_chunk_vectors_agent ON indexer.memory_chunk_vectors USING btree (tenant_id, agent_id, model);
