@@ -904,7 +904,7 @@ CREATE FUNCTION indexer.memory_chunk_vectors_inserted() RETURNS trigger
     AS $$
 BEGIN
     INSERT INTO indexer.memory_chunk_vectors
-    SELECT n.tenant_id, n.chunk_id, n.agent_id, n.source, n.session_key, n.model, n.embedding FROM added n
+    SELECT n.tenant_id, n.chunk_id, n.agent_id, n.source, n.session_key, n.path, n.model, n.embedding FROM added n
     WHERE n.embedding IS NOT NULL;
     RETURN NULL;
 END
@@ -919,7 +919,7 @@ BEGIN
     DELETE FROM indexer.memory_chunk_vectors v WHERE v.tenant_id = OLD.tenant_id AND v.chunk_id = OLD.chunk_id;
     IF NEW.embedding IS NOT NULL THEN
         INSERT INTO indexer.memory_chunk_vectors
-        VALUES (NEW.tenant_id, NEW.chunk_id, NEW.agent_id, NEW.source, NEW.session_key, NEW.model, NEW.embedding);
+        VALUES (NEW.tenant_id, NEW.chunk_id, NEW.agent_id, NEW.source, NEW.session_key, NEW.path, NEW.model, NEW.embedding);
     END IF;
     RETURN NULL;
 END
@@ -1658,6 +1658,7 @@ CREATE TABLE indexer.memory_chunk_vectors (
     agent_id text NOT NULL,
     source text NOT NULL,
     session_key text,
+    path text,
     model text NOT NULL,
     embedding public.vector NOT NULL
 );
@@ -1791,7 +1792,7 @@ CREATE TRIGGER memory_chunk_vectors_deleted AFTER DELETE ON indexer.memory_chunk
 CREATE TRIGGER memory_chunk_vectors_inserted AFTER INSERT ON indexer.memory_chunks REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION indexer.memory_chunk_vectors_inserted();
 
 -- indexer TRIGGER memory_chunks memory_chunk_vectors_updated
-CREATE TRIGGER memory_chunk_vectors_updated AFTER UPDATE OF tenant_id, chunk_id, agent_id, source, session_key, model, embedding ON indexer.memory_chunks FOR EACH ROW EXECUTE FUNCTION indexer.memory_chunk_vectors_updated();
+CREATE TRIGGER memory_chunk_vectors_updated AFTER UPDATE OF tenant_id, chunk_id, agent_id, source, session_key, path, model, embedding ON indexer.memory_chunks FOR EACH ROW EXECUTE FUNCTION indexer.memory_chunk_vectors_updated();
 
 -- indexer TRIGGER messages messages_counted_in
 CREATE TRIGGER messages_counted_in AFTER INSERT ON indexer.messages REFERENCING NEW TABLE AS counted_rows FOR EACH STATEMENT EXECUTE FUNCTION indexer.count_messages();
