@@ -167,6 +167,19 @@ class EventPublisher:
                 raise NatsTimeoutError from timeout
             raise
 
+    async def stored(self, stream: str, seq: int) -> bytes:
+        """The payload JetStream holds at `seq` (what a duplicate's first publish stored), within the caller's
+        `acks_within` bound like a publish: an answer to a retry never waits on NATS longer than the write would."""
+        wait = _ack_wait.get()
+        try:
+            async with asyncio.timeout(wait):
+                message = await self.js.get_msg(stream, seq)
+        except TimeoutError as timeout:
+            if wait is None:
+                raise
+            raise AckTimeout(wait) from timeout
+        return message.data or b""
+
     async def publish_many(
         self, events: Sequence[Event], msg_ids: Sequence[str | None] | None = None
     ) -> list[Published]:

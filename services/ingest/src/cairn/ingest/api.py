@@ -144,8 +144,7 @@ async def _publish_messages(publisher: EventPublisher, events: list[MessageRecei
     for event, ack in zip(events, published, strict=True):
         answered = event
         if ack.duplicate:  # a re-send: answer with the stored event (its id and session), not the one we just built
-            stored = await publisher.js.get_msg(INGEST_STREAM, ack.seq)
-            answered = MessageReceived.model_validate_json(stored.data or b"")
+            answered = MessageReceived.model_validate_json(await publisher.stored(INGEST_STREAM, ack.seq))
         accepted.append(Accepted(event_id=answered.event_id, session_key=answered.session_key, position=str(ack.seq)))
     return accepted
 

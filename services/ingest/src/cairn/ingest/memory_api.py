@@ -123,8 +123,7 @@ async def _apply(
     published = await runtime.publisher.publish(event, msg_id)
     request_id, path = event.event_id, event.path
     if published.duplicate:  # a retry: answer for the request that was stored the first time
-        stored = await runtime.publisher.js.get_msg(INGEST_STREAM, published.seq)
-        first = MemoryWriteRequested.model_validate_json(stored.data or b"")
+        first = MemoryWriteRequested.model_validate_json(await runtime.publisher.stored(INGEST_STREAM, published.seq))
         if _asked(first) != _asked(event):  # was answered 200 with the first's answer while nothing was written
             raise _invalid(422, "Idempotency-Key", KEY_REUSED)
         request_id, path = first.event_id, first.path
