@@ -31,6 +31,7 @@ pytestmark = pytest.mark.integration
 
 MAX_BODY = 4096
 HEADER_TIMEOUT_S = 1.0
+BODY_TIMEOUT_S = 1.0
 MAX_CONCURRENCY = 2
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 
@@ -89,6 +90,7 @@ def edge(stack: LocalStack, request: pytest.FixtureRequest) -> Iterator[Edge]:
         loop="asyncio",
         max_body_bytes=MAX_BODY,
         header_timeout_s=HEADER_TIMEOUT_S,
+        body_timeout_s=BODY_TIMEOUT_S,
         max_concurrency=MAX_CONCURRENCY,
     )
     settings = ServiceSettings(
@@ -204,6 +206,33 @@ def test_a_chunked_body_is_cut_off_once_it_passes_the_limit(edge: Edge) -> None:
     within = httpx.post(f"{edge.url}/size", content=iter([chunk, chunk[:1000]]), timeout=10)
     assert within.status_code == 200
     assert within.json() == {"bytes": 3048}
+
+
+def test_a_body_that_stalls_is_answered_408_and_a_slow_one_within_the_bound_is_read(edge: Edge) -> None:
+    """The headers come at once, the body never finishes: the header-read timer has ended, the body's bound
+    answers (declared length and chunked alike), and the route never sees a body. A body sent in pieces that
+    arrives whole within the bound is read as usual."""
+    before = edge.routes.bodies_read
+    heads = (b"Content-Length: 100\r\n\r\n{", b"Transfer-Encoding: chunked\r\n\r\n1\r\n{\r\n")
+    for head in heads:
+        with edge.connect() as sock:
+            sock.sendall(b"POST /size HTTP/1.1\r\nHost: edge\r\nContent-Type: application/json\r\n" + head)
+            status, headers, body = read_response(sock)
+            assert status.startswith("HTTP/1.1 408"), status
+            assert headers["content-type"] == "application/problem+json"
+            assert headers["connection"] == "close"
+            assert json.loads(body)["status"] == 408
+            assert closed_by_server(sock)
+    assert edge.routes.bodies_read == before
+
+    def pieces() -> Iterator[bytes]:
+        for _ in range(3):
+            time.sleep(BODY_TIMEOUT_S / 5)
+            yield b"x" * 100
+
+    within = httpx.post(f"{edge.url}/size", content=pieces(), timeout=10)
+    assert within.status_code == 200
+    assert within.json() == {"bytes": 300}
 
 
 def test_a_request_head_that_stalls_is_cut_off_and_an_idle_keep_alive_is_not(edge: Edge) -> None:

@@ -1,6 +1,9 @@
 """What one request may take from a process: a body of at most `max_body_bytes`, refused with 413 before it is
-read, and a place among at most `max_concurrency` requests at once, else 503 with Retry-After. Both answers are
-problem+json, as every other error; uvicorn's own (`limit_concurrency`) would be text/plain."""
+read, arriving whole within `body_timeout_s` once the app reads it, else 408, and a place among at most
+`max_concurrency` requests at once, else 503 with Retry-After. Every answer is problem+json, as every other
+error; uvicorn's own (`limit_concurrency`) would be text/plain."""
+
+import asyncio
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -14,14 +17,26 @@ UNLIMITED_PATHS = HEALTH_PATHS | {"/metrics"}
 BUSY_RETRY_AFTER_S = 1
 
 
-class BodyTooLarge(HTTPException):
-    """Raised from `receive` when a streamed body passes the limit. An HTTPException, so FastAPI hands it on
-    as it is (it turns any other error while reading a body into 400) and the problem handler answers it.
+class BodyRefused(HTTPException):
+    """Raised from `receive` when a streamed body breaks a limit. An HTTPException, so FastAPI hands it on as it
+    is (it turns any other error while reading a body into 400) and the problem handler answers it.
     `Connection: close`: the rest of the body is not worth reading to keep the connection."""
 
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(status, detail, headers={"Connection": "close"})
+
+
+class BodyTooLarge(BodyRefused):
     def __init__(self, limit: int) -> None:
-        detail = f"The request body is larger than {limit} bytes, the limit: send less per request."
-        super().__init__(413, detail, headers={"Connection": "close"})
+        super().__init__(413, f"The request body is larger than {limit} bytes, the limit: send less per request.")
+
+
+class BodyTooSlow(BodyRefused):
+    """A body still incomplete `seconds` after the app began reading it: the header-read timeout ends with the
+    headers, so without this a client sending a body a byte now and then would hold its request for ever."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(408, f"The request body did not arrive whole within {seconds:g} s: send it without pauses.")
 
 
 def declared_length(scope: Scope) -> int | None:
@@ -33,10 +48,12 @@ def declared_length(scope: Scope) -> int | None:
 
 class BodyLimit:
     """ASGI middleware: a Content-Length over the limit is answered 413 before the app runs, and a body without
-    one (chunked) is counted as it arrives and cut off with 413 once it passes the limit."""
+    one (chunked) is counted as it arrives and cut off with 413 once it passes the limit; a body not whole within
+    `body_timeout_s` of the app's first read is answered 408. Once the body is whole, `receive` is handed on
+    untimed: waiting for the client to hang up (`http.disconnect`) may rightly take as long as the answer."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app: ASGIApp, max_bytes: int, body_timeout_s: float = 30.0) -> None:
+        self.app, self.max_bytes, self.body_timeout_s = app, max_bytes, body_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -44,18 +61,10 @@ class BodyLimit:
             return
         declared = declared_length(scope)
         if declared is not None and declared > self.max_bytes:
-            await _too_large(BodyTooLarge(self.max_bytes))(scope, receive, send)
+            await _refused(BodyTooLarge(self.max_bytes))(scope, receive, send)
             return
-        received, started = 0, False
-
-        async def counting() -> Message:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise BodyTooLarge(self.max_bytes)
-            return message
+        started = False
+        counting = _BodyReader(receive, self.max_bytes, self.body_timeout_s)
 
         async def sending(message: Message) -> None:
             nonlocal started
@@ -64,13 +73,40 @@ class BodyLimit:
 
         try:
             await self.app(scope, counting, sending)
-        except BodyTooLarge as error:  # read outside a route (a middleware reading the body itself)
+        except BodyRefused as error:  # read outside a route (a middleware reading the body itself)
             if started:
                 raise
-            await _too_large(error)(scope, receive, send)
+            await _refused(error)(scope, receive, send)
 
 
-def _too_large(error: BodyTooLarge) -> ASGIApp:
+class _BodyReader:
+    """`receive` for the app: counts the body against the size limit and times it against its deadline (set at
+    the first read) until the last piece has come; after that, hands `receive` on as it is."""
+
+    def __init__(self, receive: Receive, max_bytes: int, timeout_s: float) -> None:
+        self.receive, self.max_bytes, self.timeout_s = receive, max_bytes, timeout_s
+        self.received, self.whole = 0, False
+        self.deadline: float | None = None
+
+    async def __call__(self) -> Message:
+        if self.whole:
+            return await self.receive()
+        if self.deadline is None:
+            self.deadline = asyncio.get_running_loop().time() + self.timeout_s
+        try:
+            async with asyncio.timeout_at(self.deadline):
+                message = await self.receive()
+        except TimeoutError as late:
+            raise BodyTooSlow(self.timeout_s) from late
+        if message["type"] == "http.request":
+            self.received += len(message.get("body", b""))
+            if self.received > self.max_bytes:
+                raise BodyTooLarge(self.max_bytes)
+            self.whole = not message.get("more_body", False)
+        return message
+
+
+def _refused(error: BodyRefused) -> ASGIApp:
     return problem_response(error.status_code, error.detail, headers=dict(error.headers or {}))
 
 

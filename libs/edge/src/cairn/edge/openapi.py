@@ -46,6 +46,7 @@ EVERY_ROUTE: dict[str, dict[str, Any]] = {
 }
 WITH_BODY: dict[str, dict[str, Any]] = {
     "400": {"description": "The body cannot be read as JSON text (it is not UTF-8)"},
+    "408": {"description": "The request body did not arrive whole in time (`CAIRN_HTTP_BODY_TIMEOUT_S`)"},
     "413": {"description": "The request body is over the size limit (refused before it is read)"},
 }
 ADMIN: dict[str, dict[str, Any]] = {

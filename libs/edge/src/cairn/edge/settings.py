@@ -40,6 +40,12 @@ class HttpSettings(BaseSettings):
         description="how long a client may take to send a request's headers (and a new connection its first "
         "byte) before the connection is closed: a half-sent request must not hold a connection for ever",
     )
+    body_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="how long a request's body may take to arrive whole once the service reads it; a slower one "
+        "is answered 408 problem+json and the connection closed (the header-read timeout ends with the headers)",
+    )
     max_concurrency: int = Field(
         default=512,
         ge=1,
