@@ -280,9 +280,7 @@ def create_service_app(
     # add_middleware puts each outside the ones before it: the limits and the error answers run inside the
     # trace context (added last), so a 500 carries the request's trace id
     app.add_middleware(EmptyQueryParamsAreAbsent)
-    app.add_middleware(
-        BodyLimit, max_bytes=settings.http.max_body_bytes, body_timeout_s=settings.http.body_timeout_s
-    )
+    app.add_middleware(BodyLimit, max_bytes=settings.http.max_body_bytes, body_timeout_s=settings.http.body_timeout_s)
     app.add_middleware(ErrorsAsProblems, dependency_timeout_s=settings.http.dependency_timeout_s)
     app.add_middleware(ConcurrencyLimit, max_requests=settings.http.max_concurrency)
     served = [health_router(), metrics_router(metrics, settings.metrics), *routers]
