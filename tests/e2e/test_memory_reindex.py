@@ -1,16 +1,21 @@
 """`cairn reindex` rebuilds the memory index from the stored documents and remembered turns, and the
 rebuilt index is the one the indexer built from the events: same chunks, terms and vectors."""
 
+import asyncio
+import uuid
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import asyncpg
 import numpy as np
 import pytest
 
-from cairn.cli.reindex import reindex
+from cairn.cli.reindex import SET_TENANT, reindex
 from cairn.local import LocalStack
 from cairn.local.stack import OWNER
 from cairn.memindex import LocalEmbedder, MemoryIndex, MemoryIndexSettings
+from cairn.memindex.store import ChunkRow
 from tests.conftest import Tenant
 from tests.e2e.test_memory_search import Memory
 
@@ -51,8 +56,6 @@ def _caught_up(memory: Memory) -> bool:
 
 
 def test_reindex_rebuilds_the_same_index(services: LocalStack, tenant: Tenant) -> None:
-    import asyncio
-
     memory = Memory(services, tenant)
     long_note = "\n".join(f"- note {i}: we talked about topic number {i} and its details" for i in range(120))
     memory.write({"MEMORY.md": "- prefers tea\n- lives in Lyon", "memory/daily/2026-11-02.md": long_note})
@@ -81,3 +84,52 @@ def test_reindex_rebuilds_the_same_index(services: LocalStack, tenant: Tenant) -
     _same(before[0], after[0])
     assert before[1] == after[1]
     assert memory.search("green tea")[0]["path"] == "MEMORY.md"
+
+
+class _WindowIndex(MemoryIndex):
+    """The indexer before trusted documents were cut by entry: every document in ~400-token windows."""
+
+    def document_rows(self, path: str, version: int, text: str, at: datetime) -> list[ChunkRow]:
+        windows = MemoryIndex.document_rows(self, "memory/daily/undated.md", version, text, at)
+        return [replace(row, path=path) for row in windows]
+
+
+def test_reindex_trusted_rechunks_old_windows_of_memory_files_into_the_entries_the_indexer_makes(
+    services: LocalStack, tenant: Tenant
+) -> None:
+    memory = Memory(services, tenant)
+    facts = "# About the user\n- prefers green tea\n- lives in Lyon\n- plays the cello\n- has a cat called Miso\n"
+    memory.write({"MEMORY.md": facts, "memory/daily/2026-11-02.md": "- we talked about the harbour\n- and boats"})
+    assert memory.settle(lambda: _caught_up(memory) and memory.status()["pending"]["documents"] == 0)
+    by_entry = asyncio.run(_snapshot(services, tenant.tenant_id))
+    # The heading names its first entry; "- lives in Lyon" is short enough to take the next one in.
+    entries = [(r["start_line"], r["end_line"]) for r in by_entry[0] if r["path"] == "MEMORY.md"]
+    assert entries == [(1, 2), (3, 4), (5, 5)]
+
+    url = f"postgresql://{OWNER}@127.0.0.1:{services.state.ports['postgres']}/cairn"
+    embedder = LocalEmbedder()
+    asyncio.run(_put_old_windows(url, _WindowIndex(embedder, MemoryIndexSettings()), tenant.tenant_id, facts))
+    old = asyncio.run(_snapshot(services, tenant.tenant_id))
+    assert [(r["start_line"], r["end_line"]) for r in old[0] if r["path"] == "MEMORY.md"] == [(1, 5)]
+
+    rebuilt = asyncio.run(
+        reindex(url, MemoryIndex(embedder, MemoryIndexSettings()), tenant.tenant_id, trusted_only=True)
+    )
+    assert (rebuilt.tenants, rebuilt.documents, rebuilt.sessions, rebuilt.chunks) == (1, 1, 0, 3)
+    after = asyncio.run(_snapshot(services, tenant.tenant_id))
+    _same(by_entry[0], after[0])  # the daily note untouched, MEMORY.md as the indexer cuts it
+    assert by_entry[1] == after[1]
+
+
+async def _put_old_windows(url: str, index: MemoryIndex, tenant: str, text: str) -> None:
+    conn = await asyncpg.connect(url)
+    try:
+        async with conn.transaction():
+            await conn.execute(SET_TENANT, tenant)
+            version = await conn.fetchval(VERSION, uuid.UUID(tenant))
+            await index.put_document(conn, tenant, "main", "MEMORY.md", version, text, datetime.now(UTC))
+    finally:
+        await conn.close()
+
+
+VERSION = "SELECT version FROM consolidation.documents WHERE tenant_id = $1 AND path = 'MEMORY.md'"

@@ -149,13 +149,13 @@ def test_a_strong_trusted_hit_is_injected_with_its_source_and_nothing_untrusted(
 
 
 def test_many_better_matching_daily_notes_do_not_crowd_a_trusted_entry_out_of_lane_1(plain: Recall) -> None:
-    # A fact in a longer MEMORY.md chunk scores below the default 0.65 (0.61 here): crowding, not the threshold, is
-    # what this test is about.
+    # A fact in a longer MEMORY.md entry scores below the default 0.65: crowding, not the threshold, is what this
+    # test is about.
     plain.config(active_memory={"min_score": 0.5})
     plain.write(
         "MEMORY.md",
-        "# About the user\n- The user is allergic to peanuts\n- The user lives in Lisbon\n"
-        "- The user works night shifts as a nurse\n- The user has two cats, Miso and Tofu\n",
+        "# About the user\n- Health: the user is allergic to peanuts, takes antihistamines every spring, had knee\n"
+        "  surgery in 2019 and sees Dr Costa each March\n- The user lives in Lisbon\n",
     )
     today = datetime.now(UTC).date()
     for day, dish in enumerate(DISHES):  # 50 daily notes, each about the allergy and another dish
@@ -169,6 +169,43 @@ def test_many_better_matching_daily_notes_do_not_crowd_a_trusted_entry_out_of_la
     answer = plain.recall(plain.dashboard(), query)
     assert answer["outcome"] == "injected", str(plain.trace(answer["trace_id"])["candidates"])
     assert [i["source"] for i in answer["items"]] == ["MEMORY.md#L2"]
+
+
+FACTS = (
+    "# About the user\n"
+    "- The user is allergic to peanuts\n"
+    "- The user lives in Lisbon with a partner called João\n"
+    "- The user works night shifts as a nurse at the Santa Maria hospital\n"
+    "- The user has two cats, Miso and Tofu\n"
+    "- The user's passport expires in March 2027\n"
+    "- The user is learning to play the cello on Sundays\n"
+)
+
+
+def test_one_fact_of_a_memory_file_of_many_is_injected_on_its_own_at_the_default_min_score(plain: Recall) -> None:
+    # MEMORY.md is searched entry by entry: the asked fact scores alone (0.71; 0.49 as a line of the whole file's
+    # chunk), so the 0.65 holds for a MEMORY.md of many short facts.
+    plain.write("MEMORY.md", FACTS)
+    answer = plain.recall(plain.dashboard(), "does the user play the cello?")
+    trace = plain.trace(answer["trace_id"])
+    assert answer["outcome"] == "injected", trace["candidates"]
+    assert answer["lane"] == 1
+    assert [i["source"] for i in answer["items"]] == ["MEMORY.md#L7"]
+    assert "\n- The user is learning to play the cello on Sundays (Source: MEMORY.md#L7)\n" in answer["block"]
+    scores = {tuple(c["lines"]): c["score"] for c in trace["candidates"]}
+    assert scores[(7, 7)] >= 0.65, trace["candidates"]
+    assert len(scores) > 1  # the other facts were candidates of their own, every one well below the bar
+    assert all(score < 0.65 for lines, score in scores.items() if lines != (7, 7)), trace["candidates"]
+
+
+def test_a_question_about_nothing_in_the_memory_file_injects_none_of_it(plain: Recall) -> None:
+    plain.write("MEMORY.md", FACTS)
+    answer = plain.recall(plain.dashboard(), "what is the capital of Mongolia?")
+    trace = plain.trace(answer["trace_id"])
+    assert answer["outcome"] == "none", answer
+    assert answer["lane"] is None
+    assert trace["candidates"], trace  # the facts were searched, each scored on its own
+    assert all(c["score"] < 0.65 for c in trace["candidates"]), trace["candidates"]
 
 
 def test_a_memory_that_tries_to_close_the_tag_is_escaped(plain: Recall) -> None:

@@ -53,12 +53,12 @@ class ReindexSettings(BaseSettings):
     memory: MemoryIndexSettings = Field(default_factory=MemoryIndexSettings)
 
 
-async def run_reindex(tenant: str | None) -> None:
+async def run_reindex(tenant: str | None, trusted_only: bool) -> None:
     settings = ReindexSettings()
     if settings.postgres.admin_url is None:
         sys.exit("cairn reindex needs CAIRN_POSTGRES_ADMIN_URL (the owner's connection URL)")
     index = MemoryIndex(create_embedder(settings.embedding), settings.memory)
-    rebuilt = await reindex(settings.postgres.admin_url.get_secret_value(), index, tenant)
+    rebuilt = await reindex(settings.postgres.admin_url.get_secret_value(), index, tenant, trusted_only=trusted_only)
     print(f"memory index rebuilt: {rebuilt.tenants} tenants, {rebuilt.documents} documents, "
           f"{rebuilt.sessions} sessions, {rebuilt.chunks} chunks in {rebuilt.seconds}s")  # fmt: skip
 
@@ -122,6 +122,8 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("migrate", help="apply every owner's schema (schema/*.sql) and declare JetStream streams")
     rebuild = commands.add_parser("reindex", help="rebuild the memory index from documents and remembered turns")
     rebuild.add_argument("--tenant", help="only this tenant (default: every tenant)")
+    rebuild.add_argument("--trusted", action="store_true",
+                         help="only re-chunk MEMORY.md and memory/bank/* (entry by entry), in place")  # fmt: skip
     imports = commands.add_parser("import", help="import a JSONL file of messages (or a dataset corpus.jsonl)")
     imports.add_argument("file", type=Path)
     imports.add_argument("--endpoints", type=Path, default=Path(".cairn/endpoints.env"))
@@ -268,7 +270,7 @@ def _command(args: argparse.Namespace) -> None:
     elif args.command == "memory":
         memory(args)
     elif args.command == "reindex":
-        asyncio.run(run_reindex(args.tenant))
+        asyncio.run(run_reindex(args.tenant, args.trusted))
     elif args.command == "dead-letters":
         sys.exit(asyncio.run(run_dead_letters(args)))
     elif args.command == "import":

@@ -3,6 +3,10 @@
 indexer runs, so a rebuild yields the same chunks and vectors. One tenant at a time, each in one
 transaction: searches see the old index or the new one, never half of each.
 
+With `trusted_only` (`cairn reindex --trusted`), only the trusted documents (`MEMORY.md`, `memory/bank/*`) are
+re-chunked, in place: what a change of their chunking (entry by entry, `cairn.memindex.entries`) needs, without
+rebuilding every daily note and transcript.
+
 Runs as the schema owner (CAIRN_POSTGRES_ADMIN_URL): it lists the tenants, then sets each in turn, so
 row-level security still scopes every statement. Run it with the indexer stopped, or accept that events
 applied meanwhile are rebuilt from their rows anyway.
@@ -14,6 +18,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from cairn.events.documents import trusted_path
 from cairn.memindex import LocalEmbedder, MemoryIndex
 
 SET_TENANT = "SELECT set_config('cairn.tenant_id', $1, true)"
@@ -41,7 +46,9 @@ class Rebuilt:
     seconds: float = 0.0
 
 
-async def reindex(admin_url: str, index: MemoryIndex, tenant: str | None = None) -> Rebuilt:
+async def reindex(
+    admin_url: str, index: MemoryIndex, tenant: str | None = None, *, trusted_only: bool = False
+) -> Rebuilt:
     if isinstance(index.embedder, LocalEmbedder):
         index.embedder.load()
     started, rebuilt = time.perf_counter(), Rebuilt()
@@ -50,7 +57,10 @@ async def reindex(admin_url: str, index: MemoryIndex, tenant: str | None = None)
         for row in await conn.fetch(TENANTS, uuid.UUID(tenant) if tenant else None):
             async with conn.transaction():
                 await conn.execute(SET_TENANT, row["tenant_id"])
-                await _rebuild_tenant(conn, index, row["tenant_id"], rebuilt)
+                if trusted_only:
+                    await _rechunk_trusted(conn, index, row["tenant_id"], rebuilt)
+                else:
+                    await _rebuild_tenant(conn, index, row["tenant_id"], rebuilt)
             rebuilt.tenants += 1
     finally:
         await conn.close()
@@ -72,3 +82,15 @@ async def _rebuild_tenant(
     for session in await conn.fetch(SESSIONS, tenant_id):
         out.chunks += (await index.index_session(conn, tenant, session["agent_id"], session["session_id"])).chunks
         out.sessions += 1
+
+
+async def _rechunk_trusted(
+    conn: "asyncpg.Connection[asyncpg.Record]", index: MemoryIndex, tenant: str, out: Rebuilt
+) -> None:
+    """Each trusted document's chunks replaced by those of today's chunking (counts follow `put_document`)."""
+    for doc in await conn.fetch(DOCUMENTS, uuid.UUID(tenant)):
+        if trusted_path(doc["path"]):
+            out.chunks += await index.put_document(
+                conn, tenant, doc["agent_id"], doc["path"], doc["version"], doc["text"], doc["updated_at"]
+            )
+            out.documents += 1

@@ -15,7 +15,11 @@ from cairn.events.fields import text_problem
 MEMORY_FILE = "MEMORY.md"
 DAILY_FOLDER = "memory/daily"
 SNAPSHOT_FOLDER = "memory/snapshots"
-FOLDERS = ("memory/bank", DAILY_FOLDER, SNAPSHOT_FOLDER, "memory/summaries")
+BANK_FOLDER = "memory/bank"
+FOLDERS = (BANK_FOLDER, DAILY_FOLDER, SNAPSHOT_FOLDER, "memory/summaries")
+# Curated entries a person or the agent keeps (a path, or every path under one ending in "/"): recall's lane 1
+# injects only these, they never age in search, and the indexer cuts them entry by entry.
+TRUSTED_PATHS = (MEMORY_FILE, f"{BANK_FOLDER}/")
 LAYOUT = "MEMORY.md, memory/bank/*.md, memory/daily/YYYY-MM-DD.md, memory/snapshots/*.md or memory/summaries/*.md"
 # The layout as one expression, for the OpenAPI documents (a client or a fuzzer builds paths that fit it);
 # `path_problem` stays the check, in words a person can act on, and also refuses what a pattern cannot say.
@@ -33,6 +37,11 @@ _UNSAFE_NAME = re.compile(r'[<>:"|?*]')
 
 def daily_path(day: date) -> str:
     return f"{DAILY_FOLDER}/{day.isoformat()}.md"
+
+
+def trusted_path(path: str | None) -> bool:
+    """Whether `path` is one of `TRUSTED_PATHS` (itself, or under a folder of them)."""
+    return path is not None and any(path == p or (p.endswith("/") and path.startswith(p)) for p in TRUSTED_PATHS)
 
 
 def _is_date(stem: str) -> bool:

@@ -11,22 +11,23 @@ from typing import NamedTuple
 
 import numpy as np
 
+from cairn.events.documents import trusted_path
 from cairn.memindex import store
 from cairn.memindex.chunking import chunk_lines
 from cairn.memindex.embeddings import Embedder, Vectors
+from cairn.memindex.entries import chunk_entries
 from cairn.memindex.settings import MemoryIndexSettings
 from cairn.memindex.store import ChunkRow, Connection
 from cairn.memindex.transcripts import Turn, render_turn, sitting_breaks, turn_in_context
 from cairn.text import index_terms, to_tsvector_literal
 
 _DATED = re.compile(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)")
-EVERGREEN = ("MEMORY.md", "memory/bank/")
 
 
 def dated_note(path: str) -> date | None:
     """The day a dated note is about (`memory/daily/2026-11-30.md`, snapshots, summaries); None for
     `MEMORY.md` and bank files, which never age, and for undated files."""
-    if path == EVERGREEN[0] or path.startswith(EVERGREEN[1]):
+    if trusted_path(path):
         return None
     match = _DATED.search(path.rsplit("/", 1)[-1])
     if match is None:
@@ -68,7 +69,9 @@ class MemoryIndex:
         return await store.delete_document(conn, uuid.UUID(tenant), agent, path)
 
     def document_rows(self, path: str, version: int, text: str, at: datetime) -> list[ChunkRow]:
-        spans = chunk_lines(text.splitlines(), self.settings.chunk_tokens, self.settings.overlap_tokens)
+        """Chunks of a document: a trusted one's are its entries (`entries`), any other's overlapping windows."""
+        cut = chunk_entries if trusted_path(path) else chunk_lines
+        spans = cut(text.splitlines(), self.settings.chunk_tokens, self.settings.overlap_tokens)
         dated = dated_note(path)
         return [
             _row("memory", s.first + 1, s.last + 1, s.text, path=path, version=version, dated=dated, occurred_at=at)
