@@ -366,3 +366,49 @@ async def test_the_keys_follow_every_insert_update_and_delete_of_the_chunks(app_
     assert await admin.fetch(KEYS, keys) == await admin.fetch(CHUNKS_AS_KEYS, keys)
     found = await admin.fetch(BY_BITMAP, keys, ["memory", "sessions"], None, "'lighthouse'", 300)
     assert len(found) == 8
+
+
+TRUSTED = ["MEMORY.md", "memory/bank/"]
+TRUSTED_MATCHES = (
+    "SELECT chunk_id::text FROM indexer.matching_memory_chunks($1, 'main', '{memory}', NULL, $2::tsquery, $3, $4)"
+)
+# The answer by definition for lane 1's trusted paths: the most recent `cap` matching chunks of those paths.
+TRUSTED_EXPECTED = """
+SELECT chunk_id::text FROM indexer.memory_chunks
+WHERE tenant_id = $1 AND agent_id = 'main' AND source = 'memory' AND terms @@ $2::tsquery
+  AND (path = 'MEMORY.md' OR starts_with(path, 'memory/bank/'))
+ORDER BY occurred_at DESC NULLS LAST, chunk_id LIMIT $3
+"""
+DIRECT_READ = "starts_with(c.path, p)))\n                       AND c.terms @@ p_query"
+
+
+async def _trusted(admin: Admin, tenant: str, query: str, cap: int) -> tuple[list[str], str]:
+    plans = await plans_of_every_statement(admin)
+    await admin.execute("SELECT set_config('cairn.tenant_id', $1, false)", tenant)
+    rows = await admin.fetch(TRUSTED_MATCHES, uuid.UUID(tenant), query, cap, TRUSTED)
+    expected = await admin.fetch(TRUSTED_EXPECTED, uuid.UUID(tenant), query, cap)
+    assert [r[0] for r in rows] == [r[0] for r in expected]
+    return [r[0] for r in rows], "\n".join(plans)
+
+
+async def test_trusted_matches_among_the_newest_chunks_are_walked_and_sparse_ones_read_directly(
+    app_pool: Pool, admin: Admin
+) -> None:
+    """Lane 1's trusted paths: when the newest 4 x cap chunks hold `cap` trusted matches, the walk by recency
+    answers and the direct read (every trusted match of the agent) never runs; when they hold fewer, the direct
+    read answers. Either way the most recent `cap` trusted matches, daily notes and other words left out."""
+    tenant = str(uuid.uuid4())
+    rows = [_row(f"harbour fact {i}", i, path="MEMORY.md" if i % 2 else f"memory/bank/b{i % 7}.md") for i in range(400)]
+    rows += [_row(f"harbour daily {i}", 400 + i, path="memory/daily/2026-12-01.md") for i in range(30)]
+    rows += [_row(f"garden fact {i}", 430 + i, path="MEMORY.md") for i in range(30)]
+    await _write(app_pool, tenant, rows)
+    walked, plans = await _trusted(admin, tenant, "'harbour'", 40)
+    assert len(walked) == 40
+    assert DIRECT_READ not in plans, plans
+    sparse = str(uuid.uuid4())
+    rows = [_row(f"harbour fact {i}", i, path="MEMORY.md") for i in range(10)]
+    rows += [_row(f"harbour daily {i}", 10 + i, path="memory/daily/2026-12-01.md") for i in range(300)]
+    await _write(app_pool, sparse, rows)
+    read, plans = await _trusted(admin, sparse, "'harbour'", 40)
+    assert len(read) == 10
+    assert DIRECT_READ in plans, plans

@@ -612,11 +612,33 @@ DECLARE
     matched int;
     passed int;  -- of the sample, the chunks holding every required bit: what the walk by bits fetches
     entries numeric;  -- what the walk by bits reads of memory_chunks_recent, estimated
+    walked_rows bigint;
 BEGIN
     IF p_tenant IS DISTINCT FROM cairn.current_tenant() THEN
         RETURN;
     END IF;
     IF p_paths IS NOT NULL THEN
+        RETURN QUERY
+            WITH walked AS MATERIALIZED (
+                SELECT c.chunk_id, c.terms
+                FROM (SELECT r.chunk_id, r.occurred_at FROM indexer.memory_chunks r
+                      WHERE r.tenant_id = p_tenant AND r.agent_id = p_agent
+                      ORDER BY r.occurred_at DESC NULLS LAST, r.chunk_id
+                      LIMIT 4 * p_cap) w
+                JOIN indexer.memory_chunks c ON c.tenant_id = p_tenant AND c.chunk_id = w.chunk_id
+                WHERE c.source = ANY(p_sources)
+                  AND (p_exclude_session_key IS NULL OR c.session_key IS DISTINCT FROM p_exclude_session_key)
+                  AND EXISTS (SELECT 1 FROM unnest(p_paths) p
+                              WHERE c.path = p OR (right(p, 1) = '/' AND starts_with(c.path, p)))
+                  AND c.terms @@ p_query
+                ORDER BY w.occurred_at DESC NULLS LAST, w.chunk_id
+                LIMIT p_cap
+            )
+            SELECT k.chunk_id, k.terms FROM walked k WHERE (SELECT count(*) FROM walked) >= p_cap;
+        GET DIAGNOSTICS walked_rows = ROW_COUNT;
+        IF walked_rows > 0 THEN
+            RETURN;
+        END IF;
         RETURN QUERY SELECT c.chunk_id, c.terms FROM indexer.memory_chunks c
                      WHERE c.tenant_id = p_tenant AND c.agent_id = p_agent AND c.source = ANY(p_sources)
                        AND (p_exclude_session_key IS NULL OR c.session_key IS DISTINCT FROM p_exclude_session_key)
