@@ -381,18 +381,18 @@ def test_a_model_that_hangs_times_out_at_the_deadline_and_is_cancelled_and_opens
     assert _requests_since(model_server, start) == []
 
 
-def test_at_the_deadline_the_model_call_is_closed_before_the_answer_goes_out(
-    modelled: Recall, model_server: ModelServer
-) -> None:
-    """The model call is cancelled first, and the answer waits until its connection is closed: when the answer
-    arrives, the model server has already seen the disconnect (counted without waiting for it)."""
+def test_at_the_deadline_the_model_call_is_closed_with_the_answer(modelled: Recall, model_server: ModelServer) -> None:
+    """The model call is cancelled first, and the answer waits until its connection is closed. The model server
+    notices a closed socket on its own poll (every 50 ms, in its thread), so the order cannot be read from it
+    (CI once counted the disconnect just after the answer): once the answer is in, it must see the disconnect within
+    a short bound (the benchmark had seen calls left open over 5 s after their recalls ended), never later."""
     modelled.config(active_memory={"timeout_ms": 1000})
     model_server.script(then=Hang())
     for attempt in range(2):  # below the breaker's threshold
         disconnects = model_server.disconnects
         answer = modelled.recall(modelled.dashboard(), f"what did we decide about the logo? ({attempt})")
         assert answer["outcome"] == "timeout", answer
-        assert model_server.disconnects == disconnects + 1, "the answer went out before the model call was closed"
+        assert model_server.wait_for_disconnects(disconnects + 1, timeout=2.0), "the model call outlived its recall"
 
 
 async def test_the_deadline_covers_the_settings_read_a_stalled_database_cannot_hold_the_answer(
