@@ -18,7 +18,11 @@ about half the CPU per event of nats-py's `publish_async` (tests/integration/tes
 behaviour against the real server).
 
 How long a publish waits for its acks is the caller's context (`acks_within`): the HTTP edge bounds it per
-request, so a write fails fast while NATS is away, and background work (consumers) waits as long as it takes."""
+request, so a write fails fast while NATS is away. Background work (consumers) has no such bound, but no send waits
+for its acks longer than `ACK_LOST_S` either: frames written just before the server died are never answered (the
+restarted server never saw them, or saw them and lost the connection to answer), and an unbounded wait would hold
+the consumer's batch for ever (seen in `make chaos`: a session partition stalled after a NATS kill -9). The
+AckTimeout is transient, so the consumer sends again under the same `Nats-Msg-Id`s and JetStream deduplicates."""
 
 import asyncio
 import re
@@ -49,6 +53,7 @@ from cairn.delivery.outcomes import Outcome, Published
 from cairn.events import Event, encode_event, stream_for, subject_for
 
 __all__ = [
+    "ACK_LOST_S",
     "ATOMIC_BATCH_LIMIT",
     "ATOMIC_BATCH_MIN",
     "AckTimeout",
@@ -116,6 +121,11 @@ _LIMIT_IN = re.compile(r"too large: (\d+)")
 ATOMIC_RETRY_S = 60.0
 # A single publish outside `acks_within` waits as long as nats-py's JetStream `publish` did before it.
 _PUBLISH_WAIT_S = 5.0
+# The longest one send (a message, a group sent one by one, an atomic batch) waits for its acks, whoever waits for
+# it: JetStream answers a stored batch of 1,000 in milliseconds even with a fsync per batch, so an ack this late is
+# lost (the server died with the frames unanswered), and waiting longer only holds the sender. A late ack after the
+# bound is harmless: the next attempt is deduplicated by its message ids.
+ACK_LOST_S = 10.0
 
 T = TypeVar("T")
 
@@ -135,8 +145,9 @@ class _Item:
 
 
 class EventPublisher:
-    def __init__(self, js: JetStreamContext) -> None:
+    def __init__(self, js: JetStreamContext, ack_lost_s: float = ACK_LOST_S) -> None:
         self.js = js
+        self.ack_lost_s = ack_lost_s
         self._batches: Acks | None = None
         self._group_commits: dict[str, GroupCommit[_Item]] = {}
         self._atomic_refused: dict[str, float] = {}  # stream -> when to try atomic batches again
@@ -281,7 +292,7 @@ class EventPublisher:
         frames.append(hpub(last.subject, reply.encode(), headers, last.data))
         try:
             await acks.send(frames, sum(len(item.data) for item in items))
-            answer = await commit
+            answer = await _within(commit, self.ack_lost_s)
         finally:
             acks.forget([reply])
         error = error_of(answer)
@@ -302,7 +313,7 @@ class EventPublisher:
         ]
         try:
             await acks.send(frames, sum(len(item.data) for item in items))
-            return await answers.done
+            return await _within(answers.done, self.ack_lost_s)
         except BaseException:
             acks.forget(replies)
             raise
