@@ -18,9 +18,9 @@ INGEST_PATHS = {
     ("put", "/v1/memory/files/{path}"),
     ("delete", "/v1/memory/files/{path}"),
     ("post", "/v1/memory/daily"),
-    ("put", "/v1/admin/tenants/{tenant_id}/model"),
-    ("get", "/v1/admin/tenants/{tenant_id}/model"),
-    ("delete", "/v1/admin/tenants/{tenant_id}/model"),
+    ("put", "/v1/admin/tenants/{tenant_id}/llm"),
+    ("get", "/v1/admin/tenants/{tenant_id}/llm"),
+    ("delete", "/v1/admin/tenants/{tenant_id}/llm"),
     ("get", "/v1/admin/tenants/{tenant_id}/usage"),
 }
 RECALL_PATHS = {

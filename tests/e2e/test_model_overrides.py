@@ -42,7 +42,7 @@ async def pool(services: LocalStack) -> AsyncIterator["asyncpg.Pool[asyncpg.Reco
 
 
 def model_path(tenant: str) -> str:
-    return f"/v1/admin/tenants/{tenant}/model"
+    return f"/v1/admin/tenants/{tenant}/llm"
 
 
 def problem_field(response: httpx.Response, status: int, field: str) -> str:
@@ -104,7 +104,7 @@ def test_only_the_admin_token_reaches_the_model_routes(admin: httpx.Client, tena
     assert tenant.ingest.get(f"/v1/admin/tenants/{tenant.tenant_id}/usage").status_code == 403
     assert admin.put(model_path(str(uuid.uuid4())), json=body).status_code == 404
     assert admin.get(f"/v1/admin/tenants/{uuid.uuid4()}/usage").status_code == 404
-    assert admin.get("/v1/admin/tenants/not-a-uuid/model").status_code == 422
+    assert admin.get("/v1/admin/tenants/not-a-uuid/llm").status_code == 422
 
 
 def test_an_empty_allow_list_allows_no_override(services: LocalStack, tenant: Tenant) -> None:

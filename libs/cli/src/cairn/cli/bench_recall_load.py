@@ -1,7 +1,7 @@
 """`cairn bench recall`'s load part: lane-1 recalls from `concurrency` concurrent callers (the largest seeded agent,
 lane 2 off), first alone, then while `lane2_callers` other callers keep lane 2 busy against a model that hangs.
 
-The hanging model (`bench_recall_hang`) is a second tenant's model override (`PUT /v1/admin/tenants/{id}/model`;
+The hanging model (`bench_recall_hang`) is a second tenant's model override (`PUT /v1/admin/tenants/{id}/llm`;
 its host must be on `CAIRN_LLM_ALLOWED_HOSTS`, which `make up` sets to 127.0.0.1 when unset). Its agents run lane 2
 on every message (`active_memory.mode: always`) with a short deadline. After three timeouts the breaker of that
 tenant + agent + model opens for 60 s and lane 2 is skipped (`circuit_open`): a caller that meets it moves on to
@@ -146,7 +146,7 @@ def _hanging_tenant(endpoints: dict[str, str], hang: HangingModel) -> str:
     """A second tenant whose model is the hanging server; its API key."""
     tenant, key = create_tenant(endpoints, "bench-recall-hang")
     admin = {"Authorization": f"Bearer {endpoints['CAIRN_ADMIN_TOKEN']}"}
-    response = httpx.put(f"{endpoints['CAIRN_INGEST_URL']}/v1/admin/tenants/{tenant}/model", headers=admin,
+    response = httpx.put(f"{endpoints['CAIRN_INGEST_URL']}/v1/admin/tenants/{tenant}/llm", headers=admin,
                          json={"base_url": hang.base_url, "model": "hangs"}, timeout=30)  # fmt: skip
     if response.status_code == 422:
         raise SystemExit(f"the tenant's model override was refused ({response.json().get('detail')}); start the "

@@ -1,4 +1,4 @@
-"""Each tenant's model, set by the operator only (admin API): `PUT|GET|DELETE /v1/admin/tenants/{tenant_id}/model`,
+"""Each tenant's model, set by the operator only (admin API): `PUT|GET|DELETE /v1/admin/tenants/{tenant_id}/llm`,
 and what the tenant's LLM work spent, `GET /v1/admin/tenants/{tenant_id}/usage`.
 
 An override points the tenant's LLM work (recall's memory sub-agent, the memory writer) at another
@@ -68,7 +68,7 @@ async def _existing(request: Request, tenant: uuid.UUID) -> str:
     return str(tenant)
 
 
-@router.put("/v1/admin/tenants/{tenant_id}/model", response_model=StoredOverride, responses=NO_TENANT)
+@router.put("/v1/admin/tenants/{tenant_id}/llm", response_model=StoredOverride, responses=NO_TENANT)
 async def put_model(tenant_id: uuid.UUID, body: ModelOverride, request: Request) -> StoredOverride:
     """Point the tenant's LLM work at this model instead of the deployment's (replaces an earlier override)."""
     refusal = override_refusal(body.base_url, ingest_settings(request).llm.allowed_hosts)
@@ -79,7 +79,7 @@ async def put_model(tenant_id: uuid.UUID, body: ModelOverride, request: Request)
     return _view(tenant_id, stored)
 
 
-@router.get("/v1/admin/tenants/{tenant_id}/model", response_model=StoredOverride, responses=NO_TENANT)
+@router.get("/v1/admin/tenants/{tenant_id}/llm", response_model=StoredOverride, responses=NO_TENANT)
 async def get_model(tenant_id: uuid.UUID, request: Request) -> StoredOverride:
     """The tenant's override (`api_key_set` says whether a key is stored; the key itself is never answered)."""
     stored = await _models(request).override(await _existing(request, tenant_id))
@@ -88,7 +88,7 @@ async def get_model(tenant_id: uuid.UUID, request: Request) -> StoredOverride:
     return _view(tenant_id, stored)
 
 
-@router.delete("/v1/admin/tenants/{tenant_id}/model", status_code=204, responses=NO_TENANT)
+@router.delete("/v1/admin/tenants/{tenant_id}/llm", status_code=204, responses=NO_TENANT)
 async def delete_model(tenant_id: uuid.UUID, request: Request) -> Response:
     """Back to the deployment's model."""
     if not await _models(request).delete_override(await _existing(request, tenant_id)):
