@@ -143,8 +143,8 @@ class ExtractionWindow:
             for turn in turns:
                 ref = batch_ref(tenant_id, agent_id, turn.session_id)
                 held, meta, _ = self._keys(ref)
-                args: list[str | int | float] = [ref, f"{turn.position:012d}", turn.dumps(), at, self.debounce_s, self.max_wait_s,
-                        self.max_batch_turns, int(self.keep_s)]  # fmt: skip
+                field, window = f"{turn.position:012d}", (self.debounce_s, self.max_wait_s, self.max_batch_turns)
+                args: list[str | int | float] = [ref, field, turn.dumps(), at, *window, int(self.keep_s)]
                 await self._add(keys=[self.due_key, held, meta, self._agent(ref)], args=args, client=pipe)
             added = await pipe.execute()
         return sum(int(a) for a in added)

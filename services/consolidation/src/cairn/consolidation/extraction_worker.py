@@ -41,9 +41,16 @@ CLAIMS_PER_POLL = 8
 
 class TranscriptTurns(PullConsumer):
     def __init__(
-        self, js: JetStreamContext, nats: NatsSettings, window: ExtractionWindow, settings: ExtractionSettings
+        self,
+        js: JetStreamContext,
+        nats: NatsSettings,
+        window: ExtractionWindow,
+        settings: ExtractionSettings,
+        *,
+        where: tuple[str, str, str] = (TURNS_CONSUMER, SESSION_STREAM, TRANSCRIPT_ENTRIES),
     ) -> None:
-        super().__init__(TURNS_CONSUMER, SESSION_STREAM, js, nats, TRANSCRIPT_ENTRIES)
+        """`where`: the consumer's name, its stream and the subject it reads (tests read a stream of their own)."""
+        super().__init__(where[0], where[1], js, nats, where[2])
         self.window, self.settings = window, settings
 
     async def process_batch(self, messages: Sequence[Msg]) -> None:
