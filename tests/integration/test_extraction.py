@@ -19,6 +19,7 @@ from redis.asyncio import Redis
 
 from cairn.consolidation.app import extraction_window
 from cairn.consolidation.candidates import Candidate
+from cairn.consolidation.extraction_turns import Turn
 from cairn.consolidation.extraction_window import ExtractionWindow
 from cairn.consolidation.extraction_worker import ExtractionWorker, TranscriptTurns
 from cairn.consolidation.settings import ExtractionSettings
@@ -260,3 +261,16 @@ async def test_a_batch_held_by_a_replica_that_died_is_taken_over_after_its_lease
         assert await dead.finish(held, {}) == -1  # no longer its to finish
         figures = await r.figures()
         assert (figures.turns, figures.pending, figures.candidates) == (1, 0, 1)
+
+
+async def test_a_turn_redelivered_after_its_batch_was_extracted_is_not_extracted_again(
+    stack: LocalStack, nats_client: Client, app_pool: Any, model_server: ModelServer
+) -> None:
+    model_server.script(then=memories())
+    async with rig(stack, nats_client, app_pool, modelled(model_server), debounce_s=0.3) as r:
+        await r.say("once is enough")
+        assert await eventually(lambda: r.reached(calls=1), within=20)
+        redelivered = Turn("m1", 1, "user", "once is enough", SUNDAY, SESSION_KEY, f"s-{SESSION_KEY}", "direct")
+        assert await r.window.add(r.tenant, "main", [redelivered]) == 0
+        assert await holds_for(lambda: asyncio.sleep(0, len(model_server.requests) == 1), seconds=1.5)
+        assert (await r.figures()).pending == 0

@@ -2,8 +2,9 @@
 batch, when the batch is due, who holds it, and the hourly count of model calls.
 
 Per batch (one session of one agent, `<tenant>/<agent>/<session id>`): a hash of its turns by position (a
-redelivered turn is the same field: added once), a meta hash (first turn's time, hold, attempts), a lease, and
-its due time in one sorted set. A turn's arrival makes the batch due `debounce_s` later, but never later than
+redelivered turn is the same field: added once), a meta hash (first turn's time, hold, attempts), a lease, the
+last position extracted (a turn redelivered after its batch is not added again), and its due time in one sorted
+set. A turn's arrival makes the batch due `debounce_s` later, but never later than
 `max_wait_s` after its first turn, and at once when it holds `max_batch_turns`. A replica claims a due batch
 with a lease; a replica killed while it holds one loses nothing: the lease runs out and another takes it.
 Every change is one Lua script, so replicas never see half of one. Losing Redis loses the waiting batches,
@@ -22,6 +23,7 @@ from cairn.events import extraction as figures
 from cairn.events.extraction import agent_key
 
 ADD = """
+if tonumber(ARGV[9]) <= tonumber(redis.call('GET', KEYS[5]) or '0') then return 0 end
 if redis.call('HSETNX', KEYS[2], ARGV[2], ARGV[3]) == 0 then return 0 end
 redis.call('HINCRBY', KEYS[4], 'pending', 1)
 local now = tonumber(ARGV[4])
@@ -44,11 +46,14 @@ return {redis.call('HGETALL', KEYS[3]), redis.call('HGETALL', KEYS[4])}
 # Counters given as '*' count the turns this call removed.
 FINISH = """
 if redis.call('GET', KEYS[4]) ~= ARGV[2] then return -1 end
-local n = tonumber(ARGV[6])
+if tonumber(ARGV[6]) > tonumber(redis.call('GET', KEYS[6]) or '0') then
+  redis.call('SET', KEYS[6], ARGV[6], 'EX', ARGV[7])
+end
+local n = tonumber(ARGV[8])
 local removed = 0
-for i = 7, 6 + n do removed = removed + redis.call('HDEL', KEYS[2], ARGV[i]) end
+for i = 9, 8 + n do removed = removed + redis.call('HDEL', KEYS[2], ARGV[i]) end
 redis.call('HINCRBY', KEYS[5], 'pending', -removed)
-for i = 7 + n, #ARGV, 2 do
+for i = 9 + n, #ARGV, 2 do
   local by = ARGV[i + 1]
   if by == '*' then by = removed end
   redis.call('HINCRBY', KEYS[5], ARGV[i], by)
@@ -130,6 +135,10 @@ class ExtractionWindow:
     def _keys(self, ref: str) -> tuple[str, str, str]:
         return (f"{self.prefix}:turns:{ref}", f"{self.prefix}:meta:{ref}", f"{self.prefix}:lease:{ref}")
 
+    def _done(self, ref: str) -> str:
+        """The last position extracted (or let go) of the session: a redelivered older turn is not added again."""
+        return f"{self.prefix}:done:{ref}"
+
     def _agent(self, ref: str) -> str:
         tenant, agent, _ = ref.split("/", 2)
         return agent_key(tenant, agent, self.prefix)
@@ -144,8 +153,9 @@ class ExtractionWindow:
                 ref = batch_ref(tenant_id, agent_id, turn.session_id)
                 held, meta, _ = self._keys(ref)
                 field, window = f"{turn.position:012d}", (self.debounce_s, self.max_wait_s, self.max_batch_turns)
-                args: list[str | int | float] = [ref, field, turn.dumps(), at, *window, int(self.keep_s)]
-                await self._add(keys=[self.due_key, held, meta, self._agent(ref)], args=args, client=pipe)
+                args: list[str | int | float] = [ref, field, turn.dumps(), at, *window, int(self.keep_s), turn.position]
+                keys = [self.due_key, held, meta, self._agent(ref), self._done(ref)]
+                await self._add(keys=keys, args=args, client=pipe)
             added = await pipe.execute()
         return sum(int(a) for a in added)
 
@@ -183,11 +193,13 @@ class ExtractionWindow:
             at,
             self.debounce_s,
             self.max_batch_turns,
+            max((t.position for t in claim.turns), default=0),
+            int(self.keep_s),
             len(fields),
             *fields,
             *pairs,
         ]
-        keys = [self.due_key, held, meta, lease, self._agent(claim.ref)]
+        keys = [self.due_key, held, meta, lease, self._agent(claim.ref), self._done(claim.ref)]
         return int(await self._finish(keys=keys, args=args))
 
     async def put_back(self, claim: Claim, until: float, counter: str) -> bool:

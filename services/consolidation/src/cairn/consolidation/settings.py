@@ -1,6 +1,6 @@
 """Settings of the consolidation service (env prefix CAIRN_)."""
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from cairn.edge.settings import HttpSettings, http_defaults
@@ -46,3 +46,13 @@ class ConsolidationSettings(ServiceSettings):
     snapshot_messages: int = Field(
         default=15, ge=1, le=200, description="user/assistant messages kept in a reset snapshot"
     )
+
+    @model_validator(mode="after")
+    def _lease_outlasts_a_call(self) -> "ConsolidationSettings":
+        """A batch whose lease ran out during its model call would be claimed, and paid for, twice."""
+        if self.extraction.lease_s <= self.llm.timeout_s:
+            raise ValueError(
+                f"CAIRN_EXTRACTION_LEASE_S ({self.extraction.lease_s:g}) must be longer than CAIRN_LLM_TIMEOUT_S "
+                f"({self.llm.timeout_s:g})"
+            )
+        return self
