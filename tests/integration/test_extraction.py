@@ -24,6 +24,7 @@ from cairn.consolidation.extraction_window import ExtractionWindow
 from cairn.consolidation.extraction_worker import ExtractionWorker, TranscriptTurns
 from cairn.consolidation.settings import ExtractionSettings
 from cairn.delivery.settings import NatsSettings
+from cairn.delivery.supervision import Health, Restarts, supervise
 from cairn.events import TranscriptAppended
 from cairn.events.extraction import ExtractionFigures
 from cairn.events.routing import incognito_thread_key
@@ -62,9 +63,13 @@ class Rig:
         self.tenant = str(uuid.uuid4())
         self.found: list[Candidate] = []
         self.position = 0
+        self.refusals = 0  # how many hand-overs of candidates fail before they are taken
 
     async def on_candidates(self, tenant: str, agent: str, candidates: list[Candidate]) -> None:
         assert (tenant, agent) == (self.tenant, "main")
+        if self.refusals:
+            self.refusals -= 1
+            raise RuntimeError("the record store refuses (scripted)")
         self.found.extend(candidates)
 
     async def say(self, text: str, *, role: str = "user", session_key: str = SESSION_KEY, **fields: Any) -> str:
@@ -105,7 +110,8 @@ async def rig(
     turns = TranscriptTurns(js, NatsSettings(url=stack.nats_url), window, settings,
                             where=(f"extract-{tag}", stream, f"{root}.*.*.transcript.appended"))  # fmt: skip
     worker = ExtractionWorker(window, models, settings, made.on_candidates)
-    tasks = [asyncio.create_task(turns.run()), asyncio.create_task(worker.run())]
+    supervised = supervise(worker.run, Health("extraction-worker"), Restarts.default())  # as the service runs it
+    tasks = [asyncio.create_task(turns.run()), asyncio.create_task(supervised)]
     try:
         yield made
         for task in tasks:
@@ -273,4 +279,17 @@ async def test_a_turn_redelivered_after_its_batch_was_extracted_is_not_extracted
         redelivered = Turn("m1", 1, "user", "once is enough", SUNDAY, SESSION_KEY, f"s-{SESSION_KEY}", "direct")
         assert await r.window.add(r.tenant, "main", [redelivered]) == 0
         assert await holds_for(lambda: asyncio.sleep(0, len(model_server.requests) == 1), seconds=1.5)
+        assert (await r.figures()).pending == 0
+
+
+async def test_candidates_the_record_store_refused_are_extracted_again_after_the_lease(
+    stack: LocalStack, nats_client: Client, app_pool: Any, model_server: ModelServer
+) -> None:
+    model_server.script(then=memories(plan("next Tuesday I fly", [1])))
+    async with rig(stack, nats_client, app_pool, modelled(model_server), debounce_s=0.3, lease_s=1.5) as r:
+        r.refusals = 1
+        said = await r.say("next Tuesday I fly")
+        assert await eventually(lambda: r.reached(candidates=1), within=30)
+        assert len(model_server.requests) == 2  # the batch was extracted again, not lost
+        assert [c.provenance.message_ids for c in r.found] == [(said,)]
         assert (await r.figures()).pending == 0

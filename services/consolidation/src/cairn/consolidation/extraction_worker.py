@@ -90,7 +90,12 @@ class ExtractionWorker:
     async def run_due(self) -> int:
         """Extracts the batches due now (a few at a time); returns how many were claimed."""
         claims = [c for ref in await self.window.due(CLAIMS_PER_POLL) if (c := await self.window.claim(ref))]
-        await asyncio.gather(*(self.extract(claim) for claim in claims))
+        outcomes = await asyncio.gather(*(self.extract(claim) for claim in claims), return_exceptions=True)
+        # A batch whose extraction failed (Postgres away for the usage record, the record store refusing) stays
+        # claimed until its lease runs out, then is extracted again; the first failure goes to the supervisor.
+        failed = [o for o in outcomes if isinstance(o, BaseException)]
+        if failed:
+            raise failed[0]
         return len(claims)
 
     async def extract(self, claim: Claim) -> None:
