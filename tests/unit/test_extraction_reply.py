@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from cairn.consolidation.extraction_reply import TOOL_NAME, Read, Unreadable, messages_for, read_reply
-from cairn.consolidation.extraction_turns import Turn, extractable
+from cairn.consolidation.extraction_turns import Turn, extractable, turn_of
 from cairn.events import TranscriptAppended
 from cairn.events.routing import incognito_thread_key
 from cairn.llm import ChatResult, ToolCall, Usage
@@ -153,3 +153,11 @@ def entry(text: str = "hello", **fields: Any) -> TranscriptAppended:
 )
 def test_which_turns_are_read(event: TranscriptAppended, read_it: bool) -> None:
     assert extractable(event) is read_it
+
+
+def test_a_turn_is_kept_redacted_and_cut() -> None:
+    kept = turn_of(entry("my key is sk-proj-abcdefghijklmnopqrstuvwxyz0123456789 ok " + "x" * 5000), max_chars=200)
+    assert "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789" not in kept.text
+    assert kept.text.startswith("my key is ")
+    assert len(kept.text) <= 200
+    assert Turn.loads(kept.dumps()) == kept

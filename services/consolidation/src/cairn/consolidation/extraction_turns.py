@@ -9,6 +9,7 @@ from datetime import datetime
 from cairn.consolidation.candidates import Origin
 from cairn.events import TranscriptAppended
 from cairn.events.routing import is_incognito
+from cairn.text import redact
 
 ROLES = ("user", "assistant")
 UNATTENDED_KEYS = ("cron", "hook", "hooks", "heartbeat")
@@ -69,11 +70,12 @@ def extractable(event: TranscriptAppended) -> bool:
 
 
 def turn_of(event: TranscriptAppended, max_chars: int) -> Turn:
+    """Redacted (API keys, tokens, card numbers…): neither Redis, the model nor a memory record gets a secret."""
     return Turn(
         message_id=event.message_id,
         position=event.position,
         role=event.role,
-        text=event.text[:max_chars],
+        text=redact(event.text[:max_chars]),
         occurred_at=event.occurred_at,
         session_key=event.session_key,
         session_id=event.session_id,
