@@ -22,21 +22,27 @@ from cairn.consolidation.extraction_turns import Turn
 from cairn.events import extraction as figures
 from cairn.events.extraction import agent_key
 
+# One call per session with all its new turns: ARGV = ref, now, debounce, max wait, max turns, ttl, then
+# (field, turn, position) for each turn.
 ADD = """
-if tonumber(ARGV[9]) <= tonumber(redis.call('GET', KEYS[5]) or '0') then return 0 end
-if redis.call('HSETNX', KEYS[2], ARGV[2], ARGV[3]) == 0 then return 0 end
-redis.call('HINCRBY', KEYS[4], 'pending', 1)
-local now = tonumber(ARGV[4])
-redis.call('HSETNX', KEYS[3], 'first', ARGV[4])
-redis.call('EXPIRE', KEYS[2], ARGV[8])
-redis.call('EXPIRE', KEYS[3], ARGV[8])
+local done = tonumber(redis.call('GET', KEYS[5]) or '0')
+local added = 0
+for i = 7, #ARGV, 3 do
+  if tonumber(ARGV[i + 2]) > done then added = added + redis.call('HSETNX', KEYS[2], ARGV[i], ARGV[i + 1]) end
+end
+if added == 0 then return 0 end
+redis.call('HINCRBY', KEYS[4], 'pending', added)
+local now = tonumber(ARGV[2])
+redis.call('HSETNX', KEYS[3], 'first', ARGV[2])
+redis.call('EXPIRE', KEYS[2], ARGV[6])
+redis.call('EXPIRE', KEYS[3], ARGV[6])
 local first = tonumber(redis.call('HGET', KEYS[3], 'first'))
-local due = math.min(now + tonumber(ARGV[5]), first + tonumber(ARGV[6]))
-if redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[7]) then due = now end
+local due = math.min(now + tonumber(ARGV[3]), first + tonumber(ARGV[4]))
+if redis.call('HLEN', KEYS[2]) >= tonumber(ARGV[5]) then due = now end
 local held = tonumber(redis.call('HGET', KEYS[3], 'hold_until') or '0')
 if held > due then due = held end
 redis.call('ZADD', KEYS[1], due, ARGV[1])
-return 1
+return added
 """
 CLAIM = """
 if not redis.call('SET', KEYS[2], ARGV[2], 'NX', 'PX', ARGV[4]) then return false end
@@ -144,16 +150,22 @@ class ExtractionWindow:
         return agent_key(tenant, agent, self.prefix)
 
     async def add(self, tenant_id: str, agent_id: str, turns: Sequence[Turn], now: float | None = None) -> int:
-        """Adds turns to their sessions' batches in one round trip; returns how many were new."""
+        """Adds turns to their sessions' batches: one script call per session, all in one round trip; returns how
+        many were new."""
         if not turns:
             return 0
         at = time.time() if now is None else now
+        by_session: dict[str, list[Turn]] = {}
+        for turn in turns:
+            by_session.setdefault(turn.session_id, []).append(turn)
+        window = (self.debounce_s, self.max_wait_s, self.max_batch_turns, int(self.keep_s))
         async with self.redis.pipeline(transaction=False) as pipe:
-            for turn in turns:
-                ref = batch_ref(tenant_id, agent_id, turn.session_id)
+            for session_id, held_turns in by_session.items():
+                ref = batch_ref(tenant_id, agent_id, session_id)
                 held, meta, _ = self._keys(ref)
-                field, window = f"{turn.position:012d}", (self.debounce_s, self.max_wait_s, self.max_batch_turns)
-                args: list[str | int | float] = [ref, field, turn.dumps(), at, *window, int(self.keep_s), turn.position]
+                args: list[str | int | float] = [ref, at, *window]
+                for turn in held_turns:
+                    args += (f"{turn.position:012d}", turn.dumps(), turn.position)
                 keys = [self.due_key, held, meta, self._agent(ref), self._done(ref)]
                 await self._add(keys=keys, args=args, client=pipe)
             added = await pipe.execute()
