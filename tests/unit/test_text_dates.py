@@ -54,6 +54,7 @@ ENGLISH: list[tuple[str, datetime, Expected]] = [
     ("we will march 3 miles", SUN, None),
     ("I may come", SUN, None),
     ("Feb 30", SUN, None),
+    ("the last week of May", SUN, None),
 ]
 
 CHINESE: list[tuple[str, datetime, Expected]] = [
@@ -172,6 +173,7 @@ KOREAN: list[tuple[str, datetime, Expected]] = [
     ("매주 화요일", SUN, None),
     ("화요일마다", SUN, None),
     ("3일 동안", SUN, None),
+    ("그제야 알았다", SUN, None),  # "only then"
 ]
 
 

@@ -121,6 +121,8 @@ ENGLISH: tuple[Rule, ...] = (
         _I,
     ),
     rule(rf"\b{_WD}(?:'s)?\b", lambda m, t: shift.coming(t, _wd(m[1])), _I),
+    # Not dates (or not one this table can tell): "the last week of May".
+    rule(r"\b(?:the\s+)?(?:first|second|third|last)\s+(?:week|weekend)\s+of\b", None, _I),
     # Habits and names, not dates: "every Tuesday", "on Sundays", "Man Friday", "Ruby Tuesday".
     rule(rf"\b(?:every|each)\s+(?:other\s+)?{_WD}\b|\b{_WD}s\b|\b(?:man|girl)\s+friday\b|\bruby\s+tuesday\b", None, _I),
     rule(r"\b(\d{4})[-/.](\d{1,2})[-/.](\d{1,2})\b", lambda m, t: shift.dated(t, int(m[1]), int(m[2]), int(m[3]))),
@@ -301,8 +303,9 @@ KOREAN: tuple[Rule, ...] = (
         lambda m, t: by_unit(_ko_unit(m[2]), _ko_sign(m[3]) * KOREAN_COUNTS[m[1]], t),
     ),
     rule(r"(\d{1,2})일(?=에|까지|부터|날|\s|$|[,.!?])", lambda m, t: shift.upcoming_day_of_month(t, int(m[1]))),
-    # Not dates: "오늘날" (nowadays), habits ("매주 화요일", "화요일마다"), durations ("3일 동안", "3일간").
-    rule(rf"오늘날|매주\s?([{_KO_WD}])요일|([{_KO_WD}])요일마다|\d+일\s?(?:동안|간)", None),
+    # Not dates: "오늘날" (nowadays), "그제야" (only then), habits ("매주 화요일", "화요일마다"),
+    # durations ("3일 동안", "3일간").
+    rule(rf"오늘날|그제야|그제서야|매주\s?([{_KO_WD}])요일|([{_KO_WD}])요일마다|\d+일\s?(?:동안|간)", None),
 )
 
 BY_LANGUAGE: dict[str, tuple[Rule, ...]] = {"en": ENGLISH, "zh": CHINESE, "ja": JAPANESE, "ko": KOREAN}
