@@ -52,7 +52,7 @@ test-e2e: install ## end-to-end tests (all services as processes, through HTTP)
 chaos: install ## the fault suite on a stack of its own: kill -9 each part under steady traffic, count what was kept (OUTAGE_S, FAULTS)
 	$(UV) run --frozen cairn-local chaos --outage-s $(or $(OUTAGE_S),30) $(if $(FAULTS),--faults $(FAULTS))
 
-bench: install ## benchmarks against the running stack (`make up` first): ingest, import, history, memory writes, memory index/search, a large batch, consumers, recall; tables + JSON in bench-results/
+bench: install ## benchmarks against the running stack (`make up` first): ingest, import, history, memory writes, memory index/search, a large batch, consumers, extraction, recall; tables + JSON in bench-results/
 	$(UV) run --frozen cairn bench ingest --messages $(or $(MESSAGES),5000)
 	$(UV) run --frozen cairn bench import --data ../shared/datasets/locomo
 	$(UV) run --frozen cairn bench history --messages $(or $(HISTORY_MESSAGES),10000)
@@ -60,6 +60,7 @@ bench: install ## benchmarks against the running stack (`make up` first): ingest
 	$(UV) run --frozen cairn bench memindex --chunks $(or $(MEMORY_CHUNKS),100000)
 	$(UV) run --frozen cairn bench large-batch
 	$(UV) run --frozen cairn bench consumer
+	$(UV) run --frozen cairn bench extraction --data ../shared/datasets/locomo --conversation conv-26
 	$(UV) run --frozen cairn bench recall --data ../shared/datasets --keep-seed .cairn/bench-recall-seeds.json
 
 bench-retrieval: install ## retrieval quality on the shared datasets (`make up` first): runs in bench-results/, scored by evaluate.py

@@ -40,6 +40,9 @@ def stack(span_collector: SpanCollector) -> Iterator[LocalStack]:
         # Remembered transcripts are chunked after a short quiet time, so tests need not wait 5 s.
         "CAIRN_MEMORY_DEBOUNCE_S": "0.3",
         "CAIRN_MEMORY_POLL_S": "0.2",
+        # Turns of a session within 2 s form one extraction batch, so tests need not wait the default 30 s.
+        "CAIRN_EXTRACTION_DEBOUNCE_S": "2",
+        "CAIRN_EXTRACTION_POLL_S": "0.2",
         # Records of processed events are swept every second, so a test sees aged ones go.
         "CAIRN_PROCESSED_SWEEP_S": "1",
         # Recall reads an agent's config anew on every call, so a test that changes it sees the change at once.

@@ -44,7 +44,11 @@ CONSUMERS = {
         ("memory-index", INGEST_STREAM),
     },
     "recall": set(),
-    "consolidation": {("consolidation", "CAIRN_SESSION"), ("consolidation", INGEST_STREAM)},
+    "consolidation": {
+        ("consolidation", "CAIRN_SESSION"),
+        ("consolidation", INGEST_STREAM),
+        ("consolidation-extraction", "CAIRN_SESSION"),  # transcript turns for extraction, Redis only
+    },
 }
 
 

@@ -3,6 +3,7 @@
 import argparse
 import asyncio
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -14,6 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from cairn.cli.bench import read_endpoints, report, report_rows, report_table, run_import, run_ingest, write_json
 from cairn.cli.bench_agent_sizes import SIZES, run_sizes
 from cairn.cli.bench_consumer import run_consumer_bench
+from cairn.cli.bench_extraction import report_extraction, run_extraction
 from cairn.cli.bench_history import run_history
 from cairn.cli.bench_lag import REQUEST_MESSAGES
 from cairn.cli.bench_large_batch import run_large_batch
@@ -196,6 +198,13 @@ def _parser() -> argparse.ArgumentParser:
     consumer = kinds.add_parser("consumer", help="per-message cost of nats-py, cairn's pull loop and FastStream")
     consumer.add_argument("--messages", type=int, default=20_000)
     consumer.add_argument("--rounds", type=int, default=5)
+    extraction = kinds.add_parser(
+        "extraction", help="model calls, tokens per 100 turns and throughput of extraction on a LoCoMo conversation"
+    )
+    extraction.add_argument("--data", type=Path, default=Path("../shared/datasets/locomo"))
+    extraction.add_argument("--conversation", default="conv-26")
+    extraction.add_argument("--turns", type=int, help="only the first this many turns (default: all)")
+    extraction.add_argument("--timeout", type=float, default=900.0, help="seconds to wait for every turn to be read")
     recall = kinds.add_parser(
         "recall", help="POST /v1/recall: lane-1 p50/p99 by size, under load with lane 2 hanging, dataset questions"
     )
@@ -210,7 +219,7 @@ def _parser() -> argparse.ArgumentParser:
     recall.add_argument("--datasets", default="locomo,memorybank-cn,memorybank-en")
     recall.add_argument("--questions", type=int, help="questions asked per dataset (default: all)")
     recall.add_argument("--keep-seed", type=Path, help="reuse agents seeded by an earlier run (key file)")
-    for kind in (ingest, imported, history, load, memory_bench, memindex, consumer, large, recall):
+    for kind in (ingest, imported, history, load, memory_bench, memindex, consumer, large, recall, extraction):
         kind.add_argument("--endpoints", type=Path, default=Path(".cairn/endpoints.env"))
         kind.add_argument("--out", type=Path, default=Path(f"bench-results/{kind.prog.split()[-1]}.json"))
     return parser
@@ -259,7 +268,7 @@ def recall_settings(args: argparse.Namespace) -> RecallBench:
 def main() -> None:
     args = _parser().parse_args()
     if args.command == "bench":
-        _bench(args)
+        BENCHES.get(args.kind, _bench)(args)
     else:
         _command(args)
 
@@ -279,6 +288,16 @@ def _command(args: argparse.Namespace) -> None:
                              args.api_key or endpoints["CAIRN_API_KEY"])  # fmt: skip
         print(f"imported {result.messages} messages ({result.rejected} rejected): {result.accepted_per_s}/s "
               f"accepted, {result.searchable_per_s}/s until searchable")  # fmt: skip
+
+
+def _bench_extraction(args: argparse.Namespace) -> None:
+    corpus = args.data / "corpus.jsonl"
+    result = run_extraction(read_endpoints(args.endpoints), corpus, args.conversation, args.turns, args.timeout)
+    report_extraction(result, args.out)
+
+
+# Benches that have a function of their own (`_bench` holds the older ones).
+BENCHES: dict[str, Callable[[argparse.Namespace], None]] = {"extraction": _bench_extraction}
 
 
 def _bench(args: argparse.Namespace) -> None:

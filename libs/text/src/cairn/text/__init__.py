@@ -1,5 +1,7 @@
-"""Text handling shared by cairn's services: full-text tokenization, secret redaction and recall intent."""
+"""Text handling shared by cairn's services: full-text tokenization, secret redaction, recall intent and the
+dates a message names."""
 
+from cairn.text.dates import ResolvedDate, first_date, resolve_dates
 from cairn.text.recall_intent import Intent, intent_of, seeks_memory
 from cairn.text.redaction import mask, redact, snippet
 from cairn.text.tokenizer import (
@@ -22,8 +24,10 @@ __all__ = [
     "MAX_TERM_CHARS",
     "STOPWORDS",
     "Intent",
+    "ResolvedDate",
     "SearchQuery",
     "build_query",
+    "first_date",
     "index_slots",
     "index_terms",
     "intent_of",
@@ -31,6 +35,7 @@ __all__ = [
     "message_vector",
     "query_terms",
     "redact",
+    "resolve_dates",
     "seeks_memory",
     "slots_literal",
     "snippet",

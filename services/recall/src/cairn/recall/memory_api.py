@@ -9,10 +9,13 @@ import nats.errors
 from fastapi import APIRouter, Query, Request
 from nats.js import JetStreamContext
 from pydantic import BaseModel, Field
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from cairn.delivery.dead_letters import count_dead_letters
 from cairn.edge.auth import Tenant
 from cairn.events.envelope import POSITION_PATTERN
+from cairn.events.extraction import ExtractionFigures, agent_key
 from cairn.events.fields import FreeText, Name
 from cairn.llm import Models
 from cairn.memindex import Embedder
@@ -88,6 +91,21 @@ class PendingWork(BaseModel):
     reembed: int = Field(description="chunks and remembered messages waiting for a vector of the configured model")
 
 
+class ExtractionStatus(BaseModel):
+    """Model-based extraction after turns (consolidation), as its Redis figures say; losing them loses figures only."""
+
+    pending_turns: int = Field(description="turns waiting for their batch (debounce, the hourly cap, the model down)")
+    turns_without_model: int = Field(description="turns no model could read: none is configured for the tenant")
+    turns: int = Field(description="turns a model has read")
+    model_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    bad_replies: int = Field(description="answers nothing could be read from (nothing extracted from their batch)")
+    candidates: int = Field(description="fact candidates handed to the record store")
+    capped: int = Field(description="batches deferred by the per-session hourly cap")
+    retries: int = Field(description="batches put back because the model could not be reached")
+
+
 class MemoryStatus(BaseModel):
     backend: str
     provider: str
@@ -102,6 +120,9 @@ class MemoryStatus(BaseModel):
     dead_letters: dict[str, int] | None = Field(
         description="the tenant's dead letters per consumer (consumers without any left out; all agents): events it "
         "sent that were not applied (`cairn dead-letters list --tenant`); null when they could not be counted now"
+    )
+    extraction: ExtractionStatus | None = Field(
+        default=None, description="model-based extraction; null when its figures could not be read now"
     )
     fallbacks: list[str]
 
@@ -169,6 +190,7 @@ async def memory_status(tenant: Tenant, request: Request, agent_id: AgentId = "m
     dead = await _dead_letters(runtime_of(request).publisher.js, tenant, settings_of(request, RecallSettings))
     models: Models = runtime_of(request).extras["models"]
     no_model = [] if await models.for_tenant(tenant) is not None else [NO_MODEL]
+    extraction = await _extraction(runtime_of(request).redis, tenant, agent_id)
     now = datetime.now(UTC)
     oldest = [t for t in (pending["oldest"], documents["oldest"]) if t is not None]
     return MemoryStatus(
@@ -185,10 +207,39 @@ async def memory_status(tenant: Tenant, request: Request, agent_id: AgentId = "m
         index_lag_s=round(max(((now - t).total_seconds() for t in oldest), default=0.0), 3),
         last_indexed_at=chunks["last_indexed_at"],
         dead_letters=dead,
+        extraction=extraction,
         fallbacks=_fallbacks(embedder, stale_chunks, stale_messages)
         + ([] if dead is not None else [DEAD_UNKNOWN])
-        + no_model,
+        + no_model
+        + _extraction_fallbacks(extraction, bool(no_model)),
     )
+
+
+async def _extraction(redis: "Redis", tenant: str, agent_id: str) -> ExtractionStatus | None:
+    try:
+        async with asyncio.timeout(1.0):
+            figures = ExtractionFigures.of(await redis.hgetall(agent_key(tenant, agent_id)))
+    except (TimeoutError, RedisError, OSError) as error:
+        log.warning("memory status without extraction figures: %s", type(error).__name__)
+        return None
+    return ExtractionStatus(
+        pending_turns=figures.pending, turns_without_model=figures.no_model, turns=figures.turns,
+        model_calls=figures.calls, prompt_tokens=figures.prompt_tokens, completion_tokens=figures.completion_tokens,
+        bad_replies=figures.bad_replies, candidates=figures.candidates, capped=figures.capped, retries=figures.retries,
+    )  # fmt: skip
+
+
+def _extraction_fallbacks(extraction: ExtractionStatus | None, no_model: bool) -> list[str]:
+    """Said whenever turns were or are left unread by a model, never hidden behind a count."""
+    if extraction is None:
+        return ["extraction figures unknown: Redis did not answer in time (extraction is null)"]
+    if not no_model or not (extraction.pending_turns or extraction.turns_without_model):
+        return []
+    waiting = extraction.pending_turns + extraction.turns_without_model
+    return [
+        f"extraction pending: {waiting} turns were not read by a model (none is configured); only explicit "
+        "statements are extracted, by rule"
+    ]
 
 
 DEAD_UNKNOWN = "dead letters unknown: NATS did not answer in time (dead_letters is null)"
