@@ -4,6 +4,7 @@ from functools import partial
 
 from fastapi import FastAPI
 
+from cairn.consolidation.flush_worker import FlushWorker
 from cairn.consolidation.handlers import (
     bind,
     bind_at,
@@ -13,6 +14,7 @@ from cairn.consolidation.handlers import (
 )
 from cairn.consolidation.settings import ConsolidationSettings
 from cairn.delivery.consumer import Handler, Projection
+from cairn.delivery.pull import Consumer
 from cairn.events import INGEST_STREAM, SESSION_STREAM, CompactionImminent, MemoryWriteRequested, ResetBoundary
 from cairn.events.streams import subject_pattern
 from cairn.llm import Models
@@ -33,8 +35,12 @@ def create_app(settings: ConsolidationSettings) -> FastAPI:
     }
     ingest_handlers: dict[type, Handler] = {MemoryWriteRequested: bind_at(on_memory_write_requested)}
 
-    def wire(runtime: Runtime) -> list[Projection]:
-        runtime.extras["models"] = Models(settings.llm, runtime.pool)  # for the memory writer
+    def wire(runtime: Runtime) -> list[Consumer]:
+        models = runtime.extras["models"] = Models(settings.llm, runtime.pool)  # for the memory writer
+        flushes = FlushWorker(
+            runtime.pool, models, runtime.publisher, poll_s=settings.flush_poll_s,
+            retry_first_s=settings.flush_retry_first_s, no_model_recheck_s=settings.flush_no_model_recheck_s,
+        )  # fmt: skip
 
         def projection(stream: str, handlers: dict[type, Handler], filter_subject: str | tuple[str, ...]) -> Projection:
             return Projection(
@@ -44,13 +50,14 @@ def create_app(settings: ConsolidationSettings) -> FastAPI:
         return [
             projection(SESSION_STREAM, session_handlers, SESSION_EVENTS),
             projection(INGEST_STREAM, ingest_handlers, MEMORY_WRITES),
+            flushes,
         ]
 
     return create_service_app(
         "consolidation",
         settings,
         wire=wire,
-        description="Memory documents: reset snapshots, memory writes, due pre-compaction flushes.",
+        description="Memory documents: reset snapshots, memory writes, pre-compaction memory flushes.",
     )
 
 
