@@ -27,11 +27,12 @@ WHERE tenant_id = $1 AND session_id = $2 AND reset_index = $3 AND cycle < $4
 """
 # An event from before the snapshot fields: the window as it is now.
 WINDOW_END = "SELECT last_position FROM session.sessions WHERE tenant_id = $1 AND session_id = $2"
-# Newest first, so a window longer than the bound keeps its end; the caller puts it back in order.
+# Newest first, so a window longer than the bound keeps its end; the caller puts it back in order. Heartbeat and
+# cron messages are nobody's words: not flushed.
 WINDOW = """
 SELECT role, text, occurred_at FROM session.entries
 WHERE tenant_id = $1 AND session_id = $2 AND reset_index = $3 AND kind = 'message'
-  AND position > $4 AND position <= $5
+  AND position > $4 AND position <= $5 AND channel NOT IN ('heartbeat', 'cron')
 ORDER BY position DESC LIMIT $6
 """
 TIMEZONE = "SELECT config->'reset'->>'timezone' FROM ingest.agent_configs WHERE tenant_id = $1 AND agent_id = $2"

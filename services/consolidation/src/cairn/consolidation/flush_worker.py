@@ -109,7 +109,7 @@ class FlushWorker:
         except ModelError as error:
             await self._models.record_usage(due.tenant_id, PURPOSE, None, failed=True, model=client.model)
             wait = self._retry.delay(claimed.failures)
-            log.warning("flush of %s cycle %d failed (%s), again in %.0f s", claimed.session_key, due.cycle, error,
+            log.warning("flush of %s cycle %d failed (%s), again in %.1f s", claimed.session_key, due.cycle, error,
                         wait)  # fmt: skip
             await store.failed(due, str(error), wait)
             return
