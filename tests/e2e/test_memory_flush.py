@@ -124,6 +124,9 @@ def test_no_model_leaves_the_flush_pending_and_says_so(services: LocalStack, ten
     assert flush["cycle"] is None
     assert "no model" in flush["last_error"]
     assert note_text(tenant) == ""
+    status = tenant.recall.get("/v1/memory/status").json()
+    assert status["pending"]["flushes"] == 1
+    assert any("model" in fallback for fallback in status["fallbacks"])
 
 
 def test_one_flush_per_cycle_over_ten_cycles_with_overflow_forced_and_racing_compactions(

@@ -34,6 +34,11 @@ LEFT JOIN LATERAL (
 ) p ON true
 """
 
+# An agent's flushes due and not done (memory status): with no model for the tenant, they wait here.
+PENDING_FLUSHES = """
+SELECT count(*) FROM consolidation.flushes_due WHERE tenant_id = $1 AND agent_id = $2 AND done_at IS NULL
+"""
+
 
 class MemoryFlush(BaseModel):
     """The pre-compaction flush: the last one done and, when one is due, why it is still waiting."""
@@ -91,3 +96,9 @@ async def session_meta(pool: "asyncpg.Pool[asyncpg.Record]", tenant: str, agent:
             return None
         flush = await conn.fetchrow(FLUSH_STATE, tenant, session["session_id"])
     return SessionMeta(session_key=key, **dict(session), memory_flush=memory_flush(flush))
+
+
+async def pending_flushes(pool: "asyncpg.Pool[asyncpg.Record]", tenant: str, agent: str) -> int:
+    async with tenant_transaction(pool, tenant) as conn:
+        count: int = await conn.fetchval(PENDING_FLUSHES, tenant, agent)
+    return count
