@@ -256,3 +256,23 @@ def test_no_flush_is_lost_when_consolidation_is_killed_mid_flush(
     assert row["attempts"] == 1  # the killed turn never committed; the one after did, once
     _eventually(partial(note_with, tenant, 1), what="the day's note")
     assert len(flush_requests(model_server, marker)) == 2
+
+
+def test_the_window_after_a_reset_gets_its_own_flush(
+    services: LocalStack, tenant: Tenant, model_server: ModelServer
+) -> None:
+    """A reset keeps the session's cycle count: the next window's cycle 0 is still a flush of its own."""
+    use_model(services, tenant, model_server)
+    model_server.script(then=NOTE)
+    before, after = f"before{uuid.uuid4().hex[:8]}", f"after{uuid.uuid4().hex[:8]}"
+    tenant.say(f"{before} {FILLER * 5}", message_id="w0")
+    _eventually(partial(is_due, services, tenant, 0), what="the first window's flush due")
+    tenant.say("/new", message_id="w-new")
+    tenant.say(f"{after} {FILLER * 5}", message_id="w1")
+    _eventually(lambda: len([r for r in flushes(services, tenant) if r["done_at"]]) == 2, what="two flushes done")
+    assert [(r["reset_index"], r["cycle"]) for r in flushes(services, tenant)] == [(0, 0), (1, 0)]
+    [first] = flush_requests(model_server, before)
+    [second] = flush_requests(model_server, after)
+    assert after not in str(first.messages)
+    assert before not in str(second.messages)
+    _eventually(partial(note_with, tenant, 2), what="two blocks of notes")
