@@ -184,6 +184,16 @@ def test_one_flush_per_cycle_over_ten_cycles_with_overflow_forced_and_racing_com
     flush = metadata(tenant)["memory_flush"]
     assert (flush["cycle"], flush["pending"], flush["daily_path"]) == (9, False, today_note())
     assert flush["last_at"] is not None
+    # every turn is counted for the tenant under its purpose: ten answered (20 + 5 tokens each), the rest failed
+    usage = httpx.get(
+        f"{services.url('ingest')}/v1/admin/tenants/{tenant.tenant_id}/usage",
+        headers={"Authorization": f"Bearer {services.state.admin_token}"},
+        timeout=10,
+    ).json()
+    [line] = [line for line in usage["days"] if line["purpose"] == "memory-flush"]
+    failed = sum(r["failures"] for r in rows)
+    assert (line["calls"], line["failures"]) == (10 + failed, failed)
+    assert (line["prompt_tokens"], line["completion_tokens"]) == (200, 50)
 
 
 def test_a_write_outside_the_daily_note_is_refused(
