@@ -36,8 +36,11 @@ WHERE tenant_id = $1 AND session_id = $2 AND reset_index = $3 AND kind = 'messag
 ORDER BY position DESC LIMIT $6
 """
 TIMEZONE = "SELECT config->'reset'->>'timezone' FROM ingest.agent_configs WHERE tenant_id = $1 AND agent_id = $2"
+# With no model, a flush looks again after `$6` seconds or as long as it has waited so far, at most an hour: a
+# deployment without a model, whose due flushes pile up, rechecks each of them ever more rarely.
 WAIT_FOR_MODEL = """
-UPDATE consolidation.flushes_due SET last_error = $5, next_attempt_at = now() + make_interval(secs => $6)
+UPDATE consolidation.flushes_due SET last_error = $5,
+    next_attempt_at = now() + greatest(make_interval(secs => $6), least(now() - requested_at, interval '1 hour'))
 WHERE tenant_id = $1 AND session_id = $2 AND reset_index = $3 AND cycle = $4
 """
 FAILED = """

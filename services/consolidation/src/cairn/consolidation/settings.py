@@ -18,5 +18,8 @@ class ConsolidationSettings(ServiceSettings):
         default=5.0, gt=0, le=600, description="a failed flush's first wait; each further failure doubles it (≤ 1 h)"
     )
     flush_no_model_recheck_s: float = Field(
-        default=30.0, gt=0, le=3600, description="how often a flush waiting for a tenant's model looks again"
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="how soon a flush waiting for a tenant's model looks again (later: as long as it waited, ≤ 1 h)",
     )
