@@ -16,9 +16,11 @@ from cairn.consolidation.flush import (
     window_text,
     write_id,
 )
+from cairn.events import MemoryWriteRequested
 from cairn.llm import ToolCall
 
 DAILY = "memory/daily/2026-11-29.md"
+TENANT = "0b5e8f9a-3c1d-4e2f-8a6b-7c9d0e1f2a3b"
 AT = datetime(2026, 11, 29, 9, 30, tzinfo=UTC)
 
 
@@ -75,6 +77,9 @@ def test_the_plan_writes_the_valid_notes_under_one_heading_and_counts_each_refus
     assert len(plan.refused) == 2
     assert "overwrite everything" not in plan.text
     assert plan_flush([], DAILY, "## Notes").text == ""  # nothing worth keeping: nothing written
+    odd = plan_flush([_call(TOOL, text="- tab\tkept\x00, bell\x07 and \ud800 dropped\x9f")], DAILY, "## N")
+    assert odd.text == "## N\n\n- tab\tkept, bell and  dropped\n"
+    assert MemoryWriteRequested(tenant_id=TENANT, path=DAILY, mode="append", text=odd.text)  # writable
     huge = plan_flush([_call(TOOL, text="y" * (MAX_NOTE_CHARS * 2))], DAILY, "## N")
     assert len(huge.text) <= MAX_NOTE_CHARS + len("## N\n\n\n")
 

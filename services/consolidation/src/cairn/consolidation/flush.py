@@ -5,6 +5,7 @@ The turn gets one tool, `append_daily_note`, whose only target is the day's note
 read-only in it. A call to any other tool, or naming any other path, is refused and counted, never written.
 """
 
+import re
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ MAX_NOTE_CHARS = 8_000  # of what one flush appends
 NO_MODEL = "no model configured for this tenant: the flush waits until one is"
 # A failed flush is tried again after 5 s, 10 s, 20 s … up to an hour: a model down for a day costs 24 calls.
 RETRY = Backoff(first_s=5.0, cap_s=3600.0)
+_UNWRITABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 NAMESPACE = uuid.UUID("5d1f3c2a-8e4b-4f6a-9c7d-2b1e0a9f8c7d")  # of the flush's write request ids
 
 
@@ -121,8 +123,14 @@ def plan_flush(calls: Sequence[ToolCall], path: str, heading: str) -> FlushPlan:
             refused.append(problem)
         else:
             notes.append(str(call.arguments["text"]).strip())
-    body = "\n".join(notes)[:MAX_NOTE_CHARS].strip()
+    body = writable("\n".join(notes))[:MAX_NOTE_CHARS].strip()
     return FlushPlan(f"{heading}\n\n{body}\n" if body else "", tuple(refused))
+
+
+def writable(text: str) -> str:
+    """The notes without the characters a document cannot hold (NUL and the other controls but tab, line feed
+    and carriage return; lone surrogates): a model emitting one must not make its flush fail on every try."""
+    return "".join(c for c in text if c in "\t\n\r" or not _UNWRITABLE.match(c))
 
 
 def call_refusal(call: ToolCall, path: str) -> str | None:

@@ -28,7 +28,7 @@ from cairn.consolidation.flush import (
     write_id,
 )
 from cairn.consolidation.flush_store import DUE_FLUSHES, Claimed, DueFlush, FlushStore, Window
-from cairn.delivery.faults import Backoff, is_transient
+from cairn.delivery.faults import Backoff, describe, is_transient
 from cairn.delivery.publisher import EventPublisher
 from cairn.events import MemoryWriteRequested
 from cairn.llm import ModelClient, ModelError, Models
@@ -79,8 +79,24 @@ class FlushWorker:
         attempted = 0
         for row in rows:
             due = DueFlush(row["tenant_id"], row["session_id"], row["reset_index"], row["cycle"])
-            attempted += await self.flush(due)
+            attempted += await self._flush_isolated(due)
         return attempted
+
+    async def _flush_isolated(self, due: DueFlush) -> int:
+        """`flush`, except that a flush failing other than transiently (something in its window it cannot
+        handle) is recorded as a failure and waits its backoff, instead of stopping every other flush behind it."""
+        try:
+            return await self.flush(due)
+        except Exception as error:
+            if is_transient(error):
+                raise  # Postgres or NATS away: the round ends and the next look retries every flush
+            log.error("flush %s failed, held back: %s", due, describe(error), exc_info=error)
+            async with tenant_transaction(self._pool, due.tenant_id) as conn:
+                store = FlushStore(conn)
+                claimed = await store.claim(due)
+                if claimed is not None:
+                    await store.failed(due, describe(error), self._retry.delay(claimed.failures))
+            return 0
 
     async def flush(self, due: DueFlush) -> int:
         client = await self._models.for_tenant(due.tenant_id)
