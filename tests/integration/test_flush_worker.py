@@ -7,6 +7,7 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import asyncpg
 import pytest
@@ -16,6 +17,8 @@ from cairn.consolidation.flush_store import DueFlush
 from cairn.consolidation.flush_worker import FlushWorker
 from cairn.delivery.publisher import EventPublisher
 from cairn.llm import LlmSettings, Models
+from cairn.local import LocalStack
+from tests.integration.conftest import own_database_pool
 from tests.model_api import Hang, ModelServer, Reply
 
 pytestmark = pytest.mark.integration
@@ -39,8 +42,26 @@ def model_server() -> Iterator[ModelServer]:
 
 
 @pytest.fixture
-async def models(app_pool: "asyncpg.Pool[asyncpg.Record]", model_server: ModelServer) -> AsyncIterator[Models]:
-    created = Models(LlmSettings(base_url=model_server.url, model="test-model"), app_pool)
+async def pool(stack: LocalStack) -> AsyncIterator["asyncpg.Pool[asyncpg.Record]"]:
+    """A database of its own: a consolidation service of the same test session must not take these flushes."""
+    async with own_database_pool(stack, "cairn_flushes") as created:
+        yield created
+
+
+@pytest.fixture
+async def admin_of(pool: "asyncpg.Pool[asyncpg.Record]", stack: LocalStack) -> AsyncIterator[Any]:
+    """A superuser connection to that database, for setup and checks past row-level security."""
+    name = await pool.fetchval("SELECT current_database()")
+    conn = await asyncpg.connect(f"postgresql://postgres@127.0.0.1:{stack.state.ports['postgres']}/{name}")
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+async def models(pool: "asyncpg.Pool[asyncpg.Record]", model_server: ModelServer) -> AsyncIterator[Models]:
+    created = Models(LlmSettings(base_url=model_server.url, model="test-model"), pool)
     yield created
     await created.aclose()
 
@@ -55,15 +76,15 @@ async def _due_flush(admin: "asyncpg.Connection[asyncpg.Record]") -> DueFlush:
 
 
 async def test_a_flush_under_way_is_skipped_by_another_replica_and_taken_over_when_its_replica_dies(
-    app_pool: "asyncpg.Pool[asyncpg.Record]",
-    admin: "asyncpg.Connection[asyncpg.Record]",
+    pool: "asyncpg.Pool[asyncpg.Record]",
+    admin_of: "asyncpg.Connection[asyncpg.Record]",
     nats_client: Client,
     models: Models,
     model_server: ModelServer,
 ) -> None:
-    due = await _due_flush(admin)
+    due = await _due_flush(admin_of)
     publisher = EventPublisher(nats_client.jetstream())
-    first, second = FlushWorker(app_pool, models, publisher), FlushWorker(app_pool, models, publisher)
+    first, second = FlushWorker(pool, models, publisher), FlushWorker(pool, models, publisher)
     model_server.script(Hang(), then=Reply("NO_REPLY"))
     asked = len(model_server.requests)
     under_way = asyncio.create_task(first.flush(due))
@@ -76,7 +97,7 @@ async def test_a_flush_under_way_is_skipped_by_another_replica_and_taken_over_wh
         await under_way
     assert await second.flush(due) == 1
     assert await second.flush(due) == 0  # done: never again
-    row = await admin.fetchrow(
+    row = await admin_of.fetchrow(
         "SELECT done_at, attempts, failures, up_to_position FROM consolidation.flushes_due WHERE tenant_id = $1",
         due.tenant_id,
     )
