@@ -50,6 +50,10 @@ def stack(span_collector: SpanCollector) -> Iterator[LocalStack]:
         # Hosts a tenant's model override may point at: the tests' model servers (tests/model_api.py) run on
         # 127.0.0.1; the others are only ever checked, never called.
         "CAIRN_LLM_ALLOWED_HOSTS": "127.0.0.1,llm.allowed.example,[fd00::7]",
+        # Due memory flushes are looked for often and a failed one is retried soon, so flush tests wait little.
+        "CAIRN_FLUSH_POLL_S": "0.2",
+        "CAIRN_FLUSH_RETRY_FIRST_S": "0.5",
+        "CAIRN_FLUSH_NO_MODEL_RECHECK_S": "1",
     }
     local = LocalStack(home, durable=False, extra_env=env)
     local._assign_ports()

@@ -314,6 +314,24 @@ def test_another_tenants_session_and_memory_file_are_404(tenant: Tenant, other_t
     assert other_tenant.recall.get("/v1/sessions", params={"agent_id": "main"}).json()["sessions"] == []
 
 
+def test_session_metadata_as_written(tenant: Tenant, other_tenant: Tenant) -> None:
+    """`GET /v1/sessions/{session_key}`: id, status, reset index, token estimate and `memory_flush` with its
+    `cycle`, `last_at` and `failures`; another tenant's key is 404."""
+    tenant.say("hello there", message_id="meta-1")
+    history_when(tenant, "agent:main:main", lambda p: bool(p["messages"]))
+    meta = tenant.recall.get("/v1/sessions/agent:main:main", params={"agent_id": "main"})
+    assert meta.status_code == 200, meta.text
+    body = meta.json()
+    assert {"session_id", "status", "reset_index", "window_tokens", "memory_flush"} <= body.keys()
+    assert (body["session_key"], body["status"], body["reset_index"]) == ("agent:main:main", "active", 0)
+    assert body["window_tokens"] > 0
+    flush = body["memory_flush"]
+    assert {"cycle", "last_at", "failures"} <= flush.keys()
+    assert (flush["cycle"], flush["last_at"], flush["failures"], flush["pending"]) == (None, None, 0, False)
+    problem(other_tenant.recall.get("/v1/sessions/agent:main:main"), 404)
+    problem(tenant.recall.get("/v1/sessions/agent:main:nobody"), 404)
+
+
 def test_sessions_are_listed_with_the_documented_filters(tenant: Tenant) -> None:
     tenant.say("direct", message_id="l-1")
     tenant.say("group", chat_type="group", chat_id="g1", channel="telegram", message_id="l-2")
@@ -451,7 +469,7 @@ INGEST_OPERATIONS = {
 RECALL_OPERATIONS = {
     ("post", "/v1/sessions/search"), ("get", "/v1/sessions/{session_key}/history"), ("get", "/v1/sessions"),
     ("post", "/v1/memory/search"), ("get", "/v1/memory/files/{path}"), ("get", "/v1/memory/files"),
-    ("get", "/v1/memory/status"),
+    ("get", "/v1/memory/status"), ("get", "/v1/sessions/{session_key}"),
 }  # fmt: skip
 
 

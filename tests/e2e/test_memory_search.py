@@ -237,7 +237,7 @@ def test_status_reports_the_provider_and_what_is_indexed(memory: Memory) -> None
     assert status["dimensions"] == 512
     assert status["model"].startswith("use-multilingual-v3@")
     assert (status["documents"], status["chunks"]) == (2, 2)
-    assert status["pending"] == {"sessions": 0, "documents": 0, "reembed": 0}
+    assert status["pending"] == {"sessions": 0, "documents": 0, "reembed": 0, "flushes": 0}
     assert status["counts"]["messages_without_current_vector"] == 0
     assert status["fallbacks"] == [NO_MODEL]  # the test stack's recall has no model: lane 2 is extractive
     assert status["index_lag_s"] == 0.0

@@ -42,7 +42,7 @@ class InMemoryStore:
     def __init__(self) -> None:
         self.documents: dict[tuple[str, str, str], Document] = {}
         self.versions: list[tuple[str, str, DocumentWrite]] = []
-        self.flushes: set[tuple[str, str, int]] = set()
+        self.flushes: set[tuple[str, str, int, int]] = set()
         self.outcomes: dict[str, WriteOutcome] = {}
 
     async def get_document(self, tenant_id: str, agent_id: str, path: str) -> Document | None:
@@ -60,7 +60,7 @@ class InMemoryStore:
         self.outcomes.setdefault(outcome.request_id, outcome)
 
     async def record_flush_due(self, event: CompactionImminent) -> bool:
-        key = (event.tenant_id, event.session_id, event.cycle)
+        key = (event.tenant_id, event.session_id, event.reset_index, event.cycle)
         if key in self.flushes:
             return False
         self.flushes.add(key)
@@ -312,7 +312,21 @@ async def test_compaction_marks_the_flush_due_once_and_emits_nothing() -> None:
     )  # fmt: skip
     assert await on_compaction_imminent(store, event) == ()
     assert await on_compaction_imminent(store, event) == ()
-    assert store.flushes == {(TENANT, event.session_id, 2)}
+    assert store.flushes == {(TENANT, event.session_id, 0, 2)}
+    # the same cycle number in the window after a reset is another flush
+    assert await on_compaction_imminent(store, event.model_copy(update={"reset_index": 1})) == ()
+    assert store.flushes == {(TENANT, event.session_id, 0, 2), (TENANT, event.session_id, 1, 2)}
+
+
+async def test_cron_and_incognito_sessions_get_no_flush() -> None:
+    store = InMemoryStore()
+    for key in ("cron:nightly", "agent:main:dashboard:incognito-5b0d3c1e-2f4a-4b6c-8d9e-0f1a2b3c4d5e"):
+        event = CompactionImminent(
+            tenant_id=TENANT, session_key=key, session_id="0193f0c4-0000-7000-8000-000000000002",
+            cycle=0, estimated_tokens=300, transcript_bytes=1200, threshold_tokens=200,
+        )  # fmt: skip
+        assert await on_compaction_imminent(store, event) == ()
+    assert store.flushes == set()
 
 
 async def test_bind_adapts_a_store_handler_to_the_projection_signature() -> None:

@@ -167,6 +167,7 @@ ADDED_LATER: dict[str, dict[str, Any]] = {
     "session.forked.v1": {"ingest_seq": None},
     "session.created.v1": {"ingest_seq": None},
     "memory.document-changed.v1": {"ingest_seq": None},
+    "session.compaction-imminent.v1": {"reset_index": 0, "up_to_position": None, "forced": False},
 }
 
 

@@ -321,6 +321,33 @@ async def test_compaction_imminent_fires_once_per_cycle_and_again_after_a_reset(
             if isinstance(e, CompactionImminent)
         ]
     assert len(fired) == 2
+    # each carries its snapshot: the window and the position of the message that crossed the threshold
+    assert [(e.reset_index, e.cycle) for e in fired] == [(0, 0), (1, 0)]
+    assert all(e.up_to_position is not None and e.up_to_position > 1 for e in fired)
+    assert not any(e.forced for e in fired)
+
+
+async def _compaction_report(handlers: SessionHandlers, store: InMemoryTranscripts, kept: str) -> list[object]:
+    command = SessionCommand(tenant_id=TENANT, command="compaction", session_key=KEY, first_kept_message_id=kept)
+    return list(await handlers.on_command(store, command, 99))
+
+
+async def test_a_compaction_of_a_cycle_that_never_crossed_the_threshold_still_fires_once_forced() -> None:
+    """The runtime compacted on an overflow or by command before cairn's estimate crossed: the flush of the
+    cycle it closes is not skipped. A report of a cycle that did fire adds nothing."""
+    store, handlers = InMemoryTranscripts(), _handlers()  # threshold far away
+    for i in range(3):
+        await handlers.on_message(store, _received("x" * 100, f"f{i}"), i)
+    [forced] = await _compaction_report(handlers, store, "f2")
+    assert isinstance(forced, CompactionImminent)
+    assert (forced.forced, forced.cycle, forced.reset_index, forced.up_to_position) == (True, 0, 0, 3)
+    assert store.sessions[KEY].compaction_cycle == 1
+
+    store, handlers = InMemoryTranscripts(), _handlers(context_window=2000)
+    for i in range(12):  # crosses: compaction-imminent fired for cycle 0
+        await handlers.on_message(store, _received("x" * 100, f"g{i}"), i)
+    assert store.sessions[KEY].compaction_flagged
+    assert await _compaction_report(handlers, store, "g11") == []
 
 
 THREAD = "agent:main:dashboard:5b0d3c1e-2f4a-4b6c-8d9e-0f1a2b3c4d5e"

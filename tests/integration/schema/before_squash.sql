@@ -241,6 +241,10 @@ CREATE TABLE cairn.tenant_models (
 );
 ALTER TABLE ONLY cairn.tenant_models FORCE ROW LEVEL SECURITY;
 
+-- consolidation ACL FUNCTION due_flushes(p_limit integer)
+REVOKE ALL ON FUNCTION consolidation.due_flushes(p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION consolidation.due_flushes(p_limit integer) TO cairn_app;
+
 -- consolidation ACL TABLE document_versions
 GRANT SELECT,INSERT,UPDATE ON TABLE consolidation.document_versions TO cairn_app;
 
@@ -263,11 +267,24 @@ ALTER TABLE ONLY consolidation.documents
 
 -- consolidation CONSTRAINT flushes_due flushes_due_pkey
 ALTER TABLE ONLY consolidation.flushes_due
-    ADD CONSTRAINT flushes_due_pkey PRIMARY KEY (tenant_id, session_id, cycle);
+    ADD CONSTRAINT flushes_due_pkey PRIMARY KEY (tenant_id, session_id, reset_index, cycle);
 
 -- consolidation CONSTRAINT write_outcomes write_outcomes_pkey
 ALTER TABLE ONLY consolidation.write_outcomes
     ADD CONSTRAINT write_outcomes_pkey PRIMARY KEY (tenant_id, request_id);
+
+-- consolidation FUNCTION due_flushes(integer)
+CREATE FUNCTION consolidation.due_flushes(p_limit integer) RETURNS TABLE(tenant_id uuid, session_id uuid, reset_index integer, cycle integer)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'consolidation', 'pg_temp'
+    AS $$
+    SELECT f.tenant_id, f.session_id, f.reset_index, f.cycle FROM consolidation.flushes_due f
+    WHERE f.done_at IS NULL AND f.next_attempt_at <= now()
+    ORDER BY f.next_attempt_at LIMIT p_limit
+$$;
+
+-- consolidation INDEX flushes_due_next
+CREATE INDEX flushes_due_next ON consolidation.flushes_due USING btree (next_attempt_at) WHERE (done_at IS NULL);
 
 -- consolidation INDEX write_outcomes_age
 CREATE INDEX write_outcomes_age ON consolidation.write_outcomes USING btree (tenant_id, decided_at);
@@ -328,9 +345,19 @@ CREATE TABLE consolidation.flushes_due (
     cycle integer NOT NULL,
     session_key text NOT NULL,
     requested_at timestamp with time zone DEFAULT now() NOT NULL,
-    done_at timestamp with time zone
+    done_at timestamp with time zone,
+    reset_index integer DEFAULT 0 NOT NULL,
+    up_to_position integer,
+    forced boolean DEFAULT false NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    failures integer DEFAULT 0 NOT NULL,
+    last_error text,
+    last_attempt_at timestamp with time zone,
+    next_attempt_at timestamp with time zone DEFAULT now() NOT NULL,
+    daily_path text,
+    notes_chars integer,
+    refused integer DEFAULT 0 NOT NULL
 );
-ALTER TABLE ONLY consolidation.flushes_due FORCE ROW LEVEL SECURITY;
 
 -- consolidation TABLE write_outcomes
 CREATE TABLE consolidation.write_outcomes (

@@ -123,6 +123,14 @@ class CompactionImminent(Envelope):
     estimated_tokens: int
     transcript_bytes: int
     threshold_tokens: int
+    # The flush's snapshot, fixed when the event is emitted: the window (`reset_index`) and its last transcript
+    # position then, so a compaction or messages that come meanwhile change nothing the flush reads. An event from
+    # before these fields has none: its flush reads the window as it is when the flush runs.
+    reset_index: int = Field(default=0, ge=0)
+    up_to_position: int | None = Field(default=None, ge=1)
+    # Emitted by a compaction report of a cycle whose threshold cairn never saw crossed (the runtime compacted on
+    # an overflow or by command): the flush is still due, once, for the cycle the compaction closes.
+    forced: bool = False
 
 
 class SessionCreated(Envelope):

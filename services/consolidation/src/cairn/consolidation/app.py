@@ -8,6 +8,7 @@ from redis.asyncio import Redis
 from cairn.consolidation.extraction import OnCandidates
 from cairn.consolidation.extraction_window import ExtractionWindow
 from cairn.consolidation.extraction_worker import ExtractionWorker, TranscriptTurns, log_candidates
+from cairn.consolidation.flush_worker import FlushWorker
 from cairn.consolidation.handlers import (
     bind,
     bind_at,
@@ -55,6 +56,10 @@ def create_app(settings: ConsolidationSettings, on_candidates: OnCandidates = lo
 
     def wire(runtime: Runtime) -> list[Consumer]:
         models = runtime.extras["models"] = Models(settings.llm, runtime.pool)  # for the memory writer
+        flushes = FlushWorker(
+            runtime.pool, models, runtime.publisher, poll_s=settings.flush_poll_s,
+            retry_first_s=settings.flush_retry_first_s, no_model_recheck_s=settings.flush_no_model_recheck_s,
+        )  # fmt: skip
 
         def projection(stream: str, handlers: dict[type, Handler], filter_subject: str | tuple[str, ...]) -> Projection:
             return Projection(
@@ -64,6 +69,7 @@ def create_app(settings: ConsolidationSettings, on_candidates: OnCandidates = lo
         consumers: list[Consumer] = [
             projection(SESSION_STREAM, session_handlers, SESSION_EVENTS),
             projection(INGEST_STREAM, ingest_handlers, MEMORY_WRITES),
+            flushes,
         ]
         extraction = settings.extraction
         if extraction.enabled:
@@ -76,7 +82,7 @@ def create_app(settings: ConsolidationSettings, on_candidates: OnCandidates = lo
         "consolidation",
         settings,
         wire=wire,
-        description="Memory documents: reset snapshots, memory writes, due pre-compaction flushes; fact candidates "
+        description="Memory documents: reset snapshots, memory writes, pre-compaction memory flushes; fact candidates "
         "extracted after turns.",
     )
 

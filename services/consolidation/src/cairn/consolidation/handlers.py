@@ -17,6 +17,7 @@ from cairn.consolidation.domain import (
     snapshot_lines,
     snapshot_path,
 )
+from cairn.consolidation.flush import flushes
 from cairn.consolidation.store import MemoryStore, PostgresStore
 from cairn.delivery.consumer import Delivery, Handler, PoisonEvent
 from cairn.events import CompactionImminent, Envelope, Event, MemoryWriteRequested, ResetBoundary
@@ -52,6 +53,11 @@ async def free_snapshot_path(store: MemoryStore, event: ResetBoundary) -> str:
 
 
 async def on_compaction_imminent(store: MemoryStore, event: CompactionImminent) -> Sequence[Event]:
+    """The cycle's flush is due; the flush worker does it. Cron and incognito sessions have no flush (the session
+    service does not emit it for them; an event from an older replica is still not flushed)."""
+    if not flushes(event.session_key):
+        log.info("no flush for %s: cron and incognito sessions keep no notes", event.session_key)
+        return ()
     if not await store.record_flush_due(event):
         log.info("flush of %s cycle %d was already due", event.session_key, event.cycle)
     return ()

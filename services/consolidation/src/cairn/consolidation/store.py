@@ -43,9 +43,12 @@ INSERT INTO consolidation.write_outcomes (tenant_id, request_id, agent_id, path,
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT DO NOTHING
 """
+# One flush per (session, window, cycle): a second compaction-imminent of the same cycle (a redelivery, a replay)
+# finds it due or done already.
 INSERT_FLUSH_DUE = """
-INSERT INTO consolidation.flushes_due (tenant_id, agent_id, session_id, cycle, session_key)
-VALUES ($1, $2, $3, $4, $5)
+INSERT INTO consolidation.flushes_due (tenant_id, agent_id, session_id, cycle, session_key, reset_index,
+    up_to_position, forced)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT DO NOTHING
 RETURNING cycle
 """
@@ -104,5 +107,8 @@ class PostgresStore:
             event.session_id,
             event.cycle,
             event.session_key,
+            event.reset_index,
+            event.up_to_position,
+            event.forced,
         )
         return cycle is not None

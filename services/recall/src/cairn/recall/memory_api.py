@@ -23,6 +23,7 @@ from cairn.platform.runtime import runtime_of, settings_of
 from cairn.recall.memory_queries import MemoryReads
 from cairn.recall.memory_search import Hit, MemoryQuery, MemorySearch
 from cairn.recall.recall_lanes import NO_MODEL
+from cairn.recall.session_meta import pending_flushes
 from cairn.recall.settings import RecallSettings
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,9 @@ class PendingWork(BaseModel):
     sessions: int = Field(description="remembered sessions with turns waiting for their debounce")
     documents: int = Field(description="documents whose current version is not chunked yet")
     reembed: int = Field(description="chunks and remembered messages waiting for a vector of the configured model")
+    flushes: int = Field(
+        default=0, description="pre-compaction memory flushes due and not done (waiting for the model, or retried)"
+    )
 
 
 class ExtractionStatus(BaseModel):
@@ -202,7 +206,10 @@ async def memory_status(tenant: Tenant, request: Request, agent_id: AgentId = "m
         chunks=counts.chunks,
         counts=counts,
         pending=PendingWork(
-            sessions=pending["sessions"], documents=documents["documents"], reembed=stale_chunks + stale_messages
+            sessions=pending["sessions"],
+            documents=documents["documents"],
+            reembed=stale_chunks + stale_messages,
+            flushes=await pending_flushes(runtime_of(request).pool, tenant, agent_id),
         ),
         index_lag_s=round(max(((now - t).total_seconds() for t in oldest), default=0.0), 3),
         last_indexed_at=chunks["last_indexed_at"],

@@ -30,6 +30,7 @@ from cairn.recall.history import (
 from cairn.recall.history_queries import HistoryStore, Reads, SessionFilter, SessionHead
 from cairn.recall.incognito_reads import IncognitoReads, read_thread
 from cairn.recall.queries import ReadStore
+from cairn.recall.session_meta import SessionMeta, session_meta
 from cairn.recall.settings import RecallSettings
 
 router = APIRouter(tags=["sessions"])
@@ -176,3 +177,18 @@ async def list_sessions(
     last = sessions[-1] if len(rows) > limit else None
     next_cursor = encode_cursor(Cursor(last.updated_at, last.session_key)) if last else None
     return SessionList(sessions=sessions, next_cursor=next_cursor, indexing=not caught_up)
+
+
+# Registered after the history route: `{session_key:path}` would otherwise take ".../history" as a key.
+@router.get("/v1/sessions/{session_key:path}", response_model=SessionMeta, responses=PROBLEMS)
+async def session_metadata(
+    session_key: SessionKey, tenant: Tenant, request: Request, agent_id: AgentId = "main"
+) -> SessionMeta:
+    """A session's metadata: id, status, window and reset index, token estimate, compactions, and its
+    pre-compaction memory flush (`memory_flush`: the last cycle flushed, when, failures, what is pending and why)."""
+    if is_incognito(session_key):  # held in memory only: no stored session, no flush
+        raise Problem(404, f"Incognito thread {session_key!r} keeps no session metadata.")
+    meta = await session_meta(runtime_of(request).pool, tenant, agent_id, session_key)
+    if meta is None:
+        raise Problem(404, f"No session {session_key!r} for agent {agent_id!r}.")
+    return meta

@@ -117,8 +117,8 @@ class SessionHandlers:
             emitted.append(CompactionImminent(
                 tenant_id=tenant, agent_id=event.agent_id, causation_id=event.event_id, session_key=key,
                 session_id=session.session_id, cycle=session.compaction_cycle, estimated_tokens=window.tokens,
-                transcript_bytes=window.bytes,
-                threshold_tokens=threshold_tokens(*limits),
+                transcript_bytes=window.bytes, threshold_tokens=threshold_tokens(*limits),
+                reset_index=session.reset_index, up_to_position=position,
             ))  # fmt: skip
         return emitted
 
@@ -177,8 +177,7 @@ class SessionHandlers:
         if event.incognito or is_incognito(event.session_key):
             return []  # incognito threads live in memory only (ingest never sends their commands)
         if event.command == "compaction":
-            await self.compacted(store, event)
-            return []
+            return await self.compacted(store, event)
         if event.command == "reset":
             request = ResetRequest(
                 event.session_key, event.reason, "api", "direct", None, event.occurred_at, ingest_seq
@@ -190,8 +189,10 @@ class SessionHandlers:
             return await self.fork(store, event, ingest_seq)
         return await self.create(store, event, ingest_seq)
 
-    async def compacted(self, store: Transcripts, event: SessionCommand) -> None:
-        """The runtime compacted: the cycle closes, so compaction-imminent can fire again for the next one."""
+    async def compacted(self, store: Transcripts, event: SessionCommand) -> list[Event]:
+        """The runtime compacted: the cycle closes, so compaction-imminent can fire again for the next one. A cycle
+        it closes without compaction-imminent having fired (the runtime compacted on an overflow or by command,
+        before cairn's estimate crossed the threshold) gets it now, forced: its flush is not skipped."""
         session = await store.find_session(event.tenant_id, event.agent_id, event.session_key)
         kept = (
             await store.find_message(event.tenant_id, session, event.first_kept_message_id)
@@ -201,8 +202,18 @@ class SessionHandlers:
         if session is None or kept is None or kept.reset_index != session.reset_index:
             # ingest checked both; a replay after erasure or a reset in between leaves nothing to close
             log.warning("compaction of %s: nothing to close (%s)", event.session_key, event.first_kept_message_id)
-            return
+            return []
+        emitted: list[Event] = []
+        if not session.compaction_flagged and session.window_tokens > 0 and not is_background(event.session_key, ""):
+            emitted.append(CompactionImminent(
+                tenant_id=event.tenant_id, agent_id=event.agent_id, causation_id=event.event_id,
+                session_key=event.session_key, session_id=session.session_id, cycle=session.compaction_cycle,
+                estimated_tokens=session.window_tokens, transcript_bytes=session.window_bytes,
+                threshold_tokens=threshold_tokens(self.settings.compaction, session.context_window, session.compaction),
+                reset_index=session.reset_index, up_to_position=session.last_position, forced=True,
+            ))  # fmt: skip
         await store.close_compaction(event.tenant_id, session, kept.up_to_position)
+        return emitted
 
     async def _open_child(
         self, store: Transcripts, event: SessionCommand, session_id: str
