@@ -36,6 +36,7 @@ class Neighbour:
     content_hash: str
     valid_from: datetime
     similarity: float | None
+    text: str = ""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,120 @@
+"""Pure bank-file logic, free of I/O: records rendered as lines of `memory/bank/*.md`, and a person's edit of
+those lines read back as updates and retirements of their records.
+
+The bank is the human-editable place of truth, so a render never rewrites a line it did not write: it removes
+the lines of records retired since (when they still read as rendered), appends the lines of new records, and
+keeps every other line, a person's included, as it is.
+"""
+
+import difflib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
+
+from cairn.consolidation.candidates import Kind
+
+BANK_FOLDER = "memory/bank"
+BANK_FILES: dict[Kind, str] = {
+    "profile": f"{BANK_FOLDER}/profile.md",
+    "preference": f"{BANK_FOLDER}/preferences.md",
+    "event": f"{BANK_FOLDER}/events.md",
+    "plan": f"{BANK_FOLDER}/plans.md",
+    "lesson": f"{BANK_FOLDER}/lessons.md",
+    "project": f"{BANK_FOLDER}/projects.md",
+}
+TITLES: dict[Kind, str] = {
+    "profile": "Profile",
+    "preference": "Preferences",
+    "event": "Events",
+    "plan": "Plans",
+    "lesson": "Lessons",
+    "project": "Projects",
+}
+NOTED: dict[str, str] = {"en": " (noted on {})", "zh": "（记于 {}）", "ja": "（記録日 {}）", "ko": " (기록일 {})"}
+NOTED_SUFFIX = re.compile(r"\s*[(（]\s*(?:noted on|记于|記録日|기록일)\s*\d{4}-\d{2}-\d{2}\s*[)）]\s*$")
+BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+
+
+@dataclass(frozen=True)
+class BankLine:
+    """A record as its bank file sees it: the line it would render to now, and the line last written (if any)."""
+
+    record_id: str
+    line: str
+    rendered: str | None
+    current: bool
+
+
+@dataclass(frozen=True)
+class Rendered:
+    text: str
+    placements: dict[str, tuple[int, str]]  # record id -> (line number from 1, line) for each current record
+
+
+@dataclass(frozen=True)
+class LineEdit:
+    """A person changed (`line` is the new line) or removed (`line` None) the line a record rendered to."""
+
+    record_id: str
+    line: str | None
+    line_number: int | None = None
+
+
+def bank_path(kind: Kind) -> str:
+    return BANK_FILES[kind]
+
+
+def is_bank_path(path: str) -> bool:
+    return path in BANK_FILES.values()
+
+
+def record_line(text: str, language: str, noted: date) -> str:
+    """`- I don't eat spicy food (noted on 2026-12-06)`, `- 我不吃辣（记于 2026-12-06）`: one line per record."""
+    flat = " ".join(text.split())
+    return f"- {flat}{NOTED.get(language, NOTED['en']).format(f'{noted:%Y-%m-%d}')}"
+
+
+def fact_of(line: str) -> str:
+    """The fact a person wrote on a bank line: without its bullet and its "noted on" date."""
+    return NOTED_SUFFIX.sub("", BULLET.sub("", line)).strip()
+
+
+def render(current: str | None, kind: Kind, records: Sequence[BankLine]) -> Rendered:
+    """The bank file's next text: `current` (as read, at its version) less the lines of retired records, plus
+    the lines of current records not in it yet."""
+    lines = current.splitlines() if current else [f"# {TITLES[kind]}", ""]
+    kept_lines = {r.rendered for r in records if r.current and r.rendered}
+    gone = {r.rendered for r in records if not r.current and r.rendered} - kept_lines
+    out = [line for line in lines if line not in gone]
+    placements: dict[str, tuple[int, str]] = {}
+    for record in (r for r in records if r.current):
+        line = record.rendered if record.rendered in out else record.line
+        if line not in out:
+            out.append(line)
+        placements[record.record_id] = (out.index(line) + 1, line)
+    return Rendered("\n".join(out) + "\n", placements)
+
+
+def line_edits(before: str, after: str, owned: Sequence[BankLine]) -> list[LineEdit]:
+    """How a person's edit of a bank file (`before` -> `after`) touched the lines records rendered to: a line
+    replaced by another updates its record, a line removed (or blanked) retires it; other lines are theirs."""
+    old, new = before.splitlines(), after.splitlines()
+    by_line = {r.rendered: r.record_id for r in owned if r.current and r.rendered}
+    still_there = set(new)
+    edits: list[LineEdit] = []
+    matcher = difflib.SequenceMatcher(a=old, b=new, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag not in ("replace", "delete"):
+            continue
+        for offset, line in enumerate(old[i1:i2]):
+            record_id = by_line.get(line)
+            if record_id is None or line in still_there:  # moved, not changed
+                continue
+            j = j1 + offset
+            replacement = new[j] if tag == "replace" and j < j2 else None
+            if replacement is not None and fact_of(replacement) and replacement not in by_line:
+                edits.append(LineEdit(record_id, replacement, j + 1))
+            else:
+                edits.append(LineEdit(record_id, None))
+    return edits
