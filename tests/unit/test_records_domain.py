@@ -76,9 +76,10 @@ def test_another_relation_of_the_same_entity_is_not_superseded() -> None:
 
 
 def test_events_and_plans_are_never_merged_nor_superseded() -> None:
-    for kind in ("event", "plan"):
-        c = candidate("Went to the gym", kind=kind, relation="gym")  # type: ignore[arg-type]
-        assert decide(c, content_hash(c), [neighbour("r1", 0.99, kind=kind, relation="gym")]) == Added()  # type: ignore[arg-type]
+    kinds: tuple[Kind, ...] = ("event", "plan")
+    for kind in kinds:
+        c = candidate("Went to the gym", kind=kind, relation="gym")
+        assert decide(c, content_hash(c), [neighbour("r1", 0.99, kind=kind, relation="gym")]) == Added()
 
 
 def test_the_same_event_on_another_day_is_another_event() -> None:
