@@ -143,3 +143,10 @@ def test_moving_a_line_or_editing_a_persons_line_touches_no_record() -> None:
     a, mine = "- likes tea (noted on 2026-12-01)", "- my note"
     before = f"{a}\n{mine}\n"
     assert line_edits(before, f"- my note, edited\n{a}\n", [BankLine("ra", a, a, True)]) == []
+
+
+def test_in_a_rewritten_block_each_record_follows_the_line_most_like_it() -> None:
+    a, b = "- I live in Porto (noted on 2026-12-01)", "- I work as a nurse (noted on 2026-12-01)"
+    owned = [BankLine("ra", a, a, True), BankLine("rb", b, b, True)]
+    edits = line_edits(f"{a}\n{b}\n", "- a line of my own\n- I live in Braga\n", owned)
+    assert [(e.record_id, e.line) for e in edits] == [("ra", "- I live in Braga"), ("rb", None)]

@@ -33,6 +33,8 @@ TITLES: dict[Kind, str] = {
 }
 NOTED: dict[str, str] = {"en": " (noted on {})", "zh": "（记于 {}）", "ja": "（記録日 {}）", "ko": " (기록일 {})"}
 NOTED_SUFFIX = re.compile(r"\s*[(（]\s*(?:noted on|记于|記録日|기록일)\s*\d{4}-\d{2}-\d{2}\s*[)）]\s*$")
+# How alike a replaced line and a new one must be to read as the same fact edited (difflib's ratio).
+SAME_LINE_RATIO = 0.5
 BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 
 
@@ -98,7 +100,9 @@ def render(current: str | None, kind: Kind, records: Sequence[BankLine]) -> Rend
 
 def line_edits(before: str, after: str, owned: Sequence[BankLine]) -> list[LineEdit]:
     """How a person's edit of a bank file (`before` -> `after`) touched the lines records rendered to: a line
-    replaced by another updates its record, a line removed (or blanked) retires it; other lines are theirs."""
+    replaced by another updates its record, a line removed (or blanked) retires it; other lines are theirs.
+    Where several lines were replaced at once, a record's line is paired with the new line most like it, and
+    retired when none is (a person who rewrote a block is not assumed to have kept each fact in its place)."""
     old, new = before.splitlines(), after.splitlines()
     by_line = {r.rendered: r.record_id for r in owned if r.current and r.rendered}
     still_there = set(new)
@@ -107,14 +111,22 @@ def line_edits(before: str, after: str, owned: Sequence[BankLine]) -> list[LineE
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag not in ("replace", "delete"):
             continue
-        for offset, line in enumerate(old[i1:i2]):
-            record_id = by_line.get(line)
-            if record_id is None or line in still_there:  # moved, not changed
-                continue
-            j = j1 + offset
-            replacement = new[j] if tag == "replace" and j < j2 else None
-            if replacement is not None and fact_of(replacement) and replacement not in by_line:
-                edits.append(LineEdit(record_id, replacement, j + 1))
-            else:
+        changed = [(line, by_line[line]) for line in old[i1:i2] if line in by_line and line not in still_there]
+        free = [(j, new[j]) for j in range(j1, j2) if tag == "replace" and fact_of(new[j]) and new[j] not in by_line]
+        for line, record_id in changed:
+            j = _counterpart(line, free, one_to_one=len(changed) == 1 and len(free) == 1)
+            if j is None:
                 edits.append(LineEdit(record_id, None))
+                continue
+            free = [(k, text) for k, text in free if k != j]
+            edits.append(LineEdit(record_id, new[j], j + 1))
     return edits
+
+
+def _counterpart(line: str, free: Sequence[tuple[int, str]], *, one_to_one: bool) -> int | None:
+    if one_to_one:
+        return free[0][0]
+    fact = fact_of(line)
+    scored = [(difflib.SequenceMatcher(a=fact, b=fact_of(text)).ratio(), j) for j, text in free]
+    best = max(scored, default=None)
+    return best[1] if best is not None and best[0] >= SAME_LINE_RATIO else None
