@@ -177,7 +177,8 @@ def test_a_concurrent_edit_is_never_written_over(tenant: Tenant) -> None:
     )
     assert stale.status_code == 409, stale.text
     now, latest = bank(tenant, "profile.md")
-    assert latest == version + 1 and "I work as a nurse" in now
+    assert latest == version + 1
+    assert "I work as a nurse" in now
     mine = tenant.ingest.put(
         "/v1/memory/files/memory/bank/profile.md",
         json={"text": now + "- a line of my own\n"},
