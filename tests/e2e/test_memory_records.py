@@ -11,7 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
+from cairn.local import LocalStack
 from tests.conftest import Tenant
+from tests.model_api import ModelServer, Reply
 
 pytestmark = pytest.mark.e2e
 WAIT_S = 30.0
@@ -109,6 +111,43 @@ def test_events_are_never_merged(tenant: Tenant) -> None:
     kept = records(tenant, b["position"], kind="event")
     assert {r["record_id"] for r in kept} == {a["record_id"], b["record_id"]}
     assert bank(tenant, "events.md")[0].count("Went to the gym") == 2
+
+
+def test_without_a_model_the_grey_zone_is_kept_as_new_and_reported_pending(tenant: Tenant) -> None:
+    first = add(tenant, "I love spicy food", kind="preference", relation="spicy food")
+    second = add(tenant, "Spicy food is what I love", kind="preference", relation="spicy food")  # cosine 0.80
+    kept = {r["record_id"]: r for r in records(tenant, second["position"])}
+    assert set(kept) == {first["record_id"], second["record_id"]}  # nothing superseded on a guess
+    assert kept[second["record_id"]]["pending"] == "judgement"
+    assert kept[first["record_id"]]["pending"] is None
+    status = tenant.recall.get("/v1/memory/status").json()
+    assert status["records"] == 2
+    assert status["pending"]["record_judgements"] == 1
+    assert any("wait for a model" in fallback for fallback in status["fallbacks"])
+
+
+def test_with_a_model_the_grey_zone_is_judged_in_one_call(services: LocalStack, tenant: Tenant) -> None:
+    admin = {"Authorization": f"Bearer {services.state.admin_token}"}
+    with ModelServer() as server:
+        override = httpx.put(
+            f"{services.url('ingest')}/v1/admin/tenants/{tenant.tenant_id}/model",
+            json={"base_url": server.url, "model": "test-model"},
+            headers=admin,
+            timeout=10,
+        )
+        assert override.status_code == 200, override.text
+        server.script(Reply("same"), Reply("update"))
+        first = add(tenant, "I love spicy food", kind="preference", relation="spicy food")
+        same = add(tenant, "Spicy food is what I love", kind="preference", relation="spicy food")
+        assert [r["record_id"] for r in records(tenant, same["position"])] == [first["record_id"]]
+        update = add(tenant, "Spicy food is what I love the most", kind="preference", relation="spicy food")
+        current = records(tenant, update["position"])
+        assert len(server.requests) == 2  # one call per grey-zone candidate, none for the first
+        asked = server.requests[0].messages[-1]["content"]
+        assert "I love spicy food" in asked
+        assert "Spicy food is what I love" in asked
+    assert [(r["record_id"], r["pending"]) for r in current] == [(update["record_id"], None)]
+    assert record(tenant, update["record_id"])["history"][0]["record_id"] == first["record_id"]
 
 
 def test_explicit_requests_in_four_languages_become_records_without_a_model(tenant: Tenant) -> None:

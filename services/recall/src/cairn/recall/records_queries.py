@@ -44,6 +44,10 @@ WITH RECURSIVE chain AS (
 SELECT {COLUMNS} FROM consolidation.records JOIN chain USING (record_id)
 WHERE tenant_id = $1 ORDER BY depth, valid_from DESC
 """
+COUNT_CURRENT = """
+SELECT count(*) AS current, count(*) FILTER (WHERE pending IS NOT NULL) AS pending FROM consolidation.records
+WHERE tenant_id = $1 AND agent_id = $2 AND retired_at IS NULL
+"""
 REQUEST_APPLIED = """
 SELECT EXISTS (SELECT 1 FROM consolidation.record_requests WHERE tenant_id = $1 AND agent_id = $2 AND ingest_seq >= $3)
 """
@@ -64,6 +68,9 @@ class RecordReads(Protocol):
     async def record(self, tenant: str, agent: str, record_id: str) -> dict[str, Any] | None: ...
     async def history(self, tenant: str, record_id: str) -> list[dict[str, Any]]: ...
     async def applied(self, tenant: str, agent: str, position: int) -> bool: ...
+    async def counts(self, tenant: str, agent: str) -> tuple[int, int]:
+        """Current records, and those of them pending a model's judgement."""
+        ...
 
 
 class RecordStore:
@@ -93,3 +100,8 @@ class RecordStore:
     async def applied(self, tenant: str, agent: str, position: int) -> bool:
         async with tenant_transaction(self._pool, tenant) as conn:
             return bool(await conn.fetchval(REQUEST_APPLIED, tenant, agent, position))
+
+    async def counts(self, tenant: str, agent: str) -> tuple[int, int]:
+        async with tenant_transaction(self._pool, tenant) as conn:
+            row = await conn.fetchrow(COUNT_CURRENT, tenant, agent)
+        return (0, 0) if row is None else (int(row["current"]), int(row["pending"]))
