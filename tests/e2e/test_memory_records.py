@@ -113,6 +113,16 @@ def test_events_are_never_merged(tenant: Tenant) -> None:
     assert bank(tenant, "events.md")[0].count("Went to the gym") == 2
 
 
+def test_a_retry_with_the_same_idempotency_key_adds_one_record(tenant: Tenant) -> None:
+    headers = {"Idempotency-Key": "add-memory-7"}
+    body = {"text": "I have a cat called Miso", "kind": "profile", "relation": "pets"}
+    first = tenant.ingest.post("/v1/memory/records", json=body, headers=headers)
+    again = tenant.ingest.post("/v1/memory/records", json=body, headers=headers)
+    assert first.status_code == again.status_code == 202
+    assert first.json() == again.json()
+    assert [r["record_id"] for r in records(tenant, again.json()["position"])] == [first.json()["record_id"]]
+
+
 def test_without_a_model_the_grey_zone_is_kept_as_new_and_reported_pending(tenant: Tenant) -> None:
     first = add(tenant, "I love spicy food", kind="preference", relation="spicy food")
     second = add(tenant, "Spicy food is what I love", kind="preference", relation="spicy food")  # cosine 0.80
@@ -176,6 +186,13 @@ def test_records_render_into_the_bank_one_dated_line_each(tenant: Tenant) -> Non
     text, version = bank(tenant, "profile.md")
     assert text == f"# Profile\n\n- I live in Porto (noted on {today()})\n- I work as a nurse (noted on {today()})\n"
     assert version == 2  # one version per rendered record
+    found = tenant.recall.post(
+        "/v1/memory/search",
+        json={"query": "nurse", "corpus": "memory", "consistent_with": b["position"]},
+    )
+    assert found.status_code == 200, found.text
+    assert found.json()["indexing"] is False  # the render's document change carries the request's position
+    assert [hit["path"] for hit in found.json()["results"]][:1] == ["memory/bank/profile.md"]
     lines = {r["record_id"]: r["bank"] for r in records(tenant)}
     assert lines == {
         a["record_id"]: {"path": "memory/bank/profile.md", "line": 3},

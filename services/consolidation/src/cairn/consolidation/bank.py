@@ -98,6 +98,12 @@ def render(current: str | None, kind: Kind, records: Sequence[BankLine]) -> Rend
     return Rendered("\n".join(out) + "\n", placements)
 
 
+def placements_in(text: str, records: Sequence[tuple[str, str | None]]) -> dict[str, tuple[int, str]]:
+    """Where each record's line is in a file a person edited (records whose line is not in it are left out)."""
+    lines = text.splitlines()
+    return {rid: (lines.index(line) + 1, line) for rid, line in records if line is not None and line in lines}
+
+
 def line_edits(before: str, after: str, owned: Sequence[BankLine]) -> list[LineEdit]:
     """How a person's edit of a bank file (`before` -> `after`) touched the lines records rendered to: a line
     replaced by another updates its record, a line removed (or blanked) retires it; other lines are theirs.

@@ -5,9 +5,18 @@ document version; a person's edit of a bank file updates or retires the records 
 import logging
 from dataclasses import dataclass
 
-from cairn.consolidation.bank import BankLine, bank_path, fact_of, is_bank_path, line_edits, record_line, render
+from cairn.consolidation.bank import (
+    BankLine,
+    bank_path,
+    fact_of,
+    is_bank_path,
+    line_edits,
+    placements_in,
+    record_line,
+    render,
+)
 from cairn.consolidation.candidates import Candidate, Kind, Provenance
-from cairn.consolidation.domain import document_changed, next_version
+from cairn.consolidation.domain import Document, document_changed, next_version
 from cairn.consolidation.explicit import language_of
 from cairn.consolidation.records import Added, Duplicate, Judge, Unchanged, content_hash, decide, without_model
 from cairn.consolidation.records_judge import judge
@@ -47,6 +56,8 @@ async def _vector(embedder: Embedder, text: str) -> list[float] | None:
 async def keep(w: Writer, source: Envelope, candidate: Candidate, record_id: str, ingest_seq: int | None) -> Kept:
     """Store `candidate` as `record_id`, merge it into the record it repeats, or change nothing."""
     tenant, agent = source.tenant_id, source.agent_id
+    # The bank file first, then the records: the order a person's edit of the bank file takes its locks in.
+    current = await w.documents.get_document(tenant, agent, bank_path(candidate.kind))
     vector = await _vector(w.embedder, candidate.text)
     neighbours = await w.records.neighbours(tenant, agent, candidate.entity, vector, w.embedder.model)
     digest = content_hash(candidate)
@@ -67,15 +78,17 @@ async def keep(w: Writer, source: Envelope, candidate: Candidate, record_id: str
     if decision.supersedes:
         at = candidate.valid_from or candidate.provenance.occurred_at
         await w.records.supersede(tenant, decision.supersedes, record_id, at)
-    change = await render_bank(w, source, candidate.kind, ingest_seq)
+    change = await render_bank(w, source, candidate.kind, current, ingest_seq)
     outcome = "pending" if decision.pending else "superseded" if decision.supersedes else "added"
     return Kept(record_id, outcome, () if change is None else (change,))
 
 
-async def render_bank(w: Writer, source: Envelope, kind: Kind, ingest_seq: int | None) -> DocumentChanged | None:
-    """Render the kind's bank file against the version read here (locked until commit), as its next version."""
+async def render_bank(
+    w: Writer, source: Envelope, kind: Kind, current: Document | None, ingest_seq: int | None
+) -> DocumentChanged | None:
+    """Render the kind's bank file against `current`, the version this transaction read (and locked until it
+    commits), as its next version; a concurrent first version makes the save fail and the event retry."""
     tenant, agent, path = source.tenant_id, source.agent_id, bank_path(kind)
-    current = await w.documents.get_document(tenant, agent, path)
     rows = await w.records.bank(tenant, agent, path)
     lines = [
         BankLine(r.record_id, record_line(r.text, r.language, r.recorded_at.date()), r.rendered, r.current)
@@ -105,6 +118,10 @@ async def apply_edit(w: Writer, source: Envelope, path: str, before: str, after:
             log.info("record %s retired: its line was removed from %s", edit.record_id, path)
             continue
         await _update_by_edit(w, source, path, edit.record_id, edit.line, edit.line_number)
+    rows = await w.records.bank(tenant, agent, path)
+    await w.records.place(
+        tenant, agent, path, placements_in(after, [(r.record_id, r.rendered) for r in rows if r.current])
+    )
 
 
 async def _update_by_edit(
