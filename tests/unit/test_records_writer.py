@@ -8,10 +8,12 @@ from typing import Any
 import numpy as np
 import pytest
 
+from cairn.consolidation.domain import DocumentWrite
 from cairn.consolidation.records import Neighbour
 from cairn.consolidation.records_handlers import on_memory_write, on_record_requested, on_transcript_appended
 from cairn.consolidation.records_store import BankRow, NewRecord
 from cairn.consolidation.records_writer import Writer
+from cairn.consolidation.store import StaleDocumentError
 from cairn.events import MemoryWriteRequested, RecordRequested, TranscriptAppended
 from cairn.memindex.embeddings import Vectors
 from tests.unit.test_consolidation_domain import InMemoryStore
@@ -169,3 +171,33 @@ async def test_a_users_remember_in_a_transcript_entry_becomes_a_record(writer: W
     assert "- I love spicy food (noted on 2026-12-06)" in change.text  # type: ignore[union-attr]
     question = entry.model_copy(update={"text": "do you remember my food?", "message_id": "m2"})
     assert await on_transcript_appended(writer, question, 4) == ()
+
+
+class EditedMeanwhile(InMemoryStore):
+    """A person's version lands between the writer's read of the bank file and its save (another transaction
+    committing first, where the row did not exist yet to be locked)."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.pending: str | None = text
+
+    async def save_document(self, tenant_id: str, agent_id: str, write: DocumentWrite) -> None:
+        if self.pending is not None:
+            theirs, self.pending = self.pending, None
+            await super().save_document(tenant_id, agent_id, DocumentWrite(write.path, 1, theirs, "created"))
+        await super().save_document(tenant_id, agent_id, write)
+
+
+async def test_a_render_planned_on_a_stale_read_fails_and_its_retry_keeps_the_persons_version() -> None:
+    mine = "# Preferences\n\n- a line I wrote myself\n"
+    documents = EditedMeanwhile(mine)
+    request = ask("I love spicy food", kind="preference", relation="spicy")
+    first = Writer(documents, InMemoryRecords(), AxisEmbedder({}), None)
+    with pytest.raises(StaleDocumentError):
+        await on_record_requested(first, request, 7)  # the transaction rolls back, the projection redelivers
+    retry = Writer(documents, InMemoryRecords(), AxisEmbedder({}), None)  # the records as rolled back
+    [change] = await on_record_requested(retry, request, 7)
+    assert change.version == 2  # type: ignore[union-attr]
+    assert documents.documents[(TENANT, "main", "memory/bank/preferences.md")].text == (
+        mine + "- I love spicy food (noted on 2026-12-06)\n"
+    )
