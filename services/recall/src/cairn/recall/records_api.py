@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from cairn.edge.auth import Tenant
 from cairn.edge.problems import Problem
+from cairn.events.envelope import POSITION_PATTERN
 from cairn.events.fields import Name
 from cairn.platform.runtime import runtime_of, settings_of
 from cairn.recall.progress import wait_until
@@ -103,7 +104,7 @@ async def _caught_up(request: Request, tenant: str, agent_id: str, consistent_wi
 
 
 ConsistentWith = Annotated[
-    str | None, Query(pattern=r"^[0-9]{1,19}$", description="the position a POST /v1/memory/records answered")
+    str | None, Query(pattern=POSITION_PATTERN, description="the position a POST /v1/memory/records answered")
 ]
 
 
