@@ -55,6 +55,8 @@ TRAILING: dict[str, str] = {
 }
 LEADING_RE = {lang: re.compile(rf"^\s*{p}(?P<fact>.+)$", re.IGNORECASE | re.DOTALL) for lang, p in LEADING.items()}
 TRAILING_RE = {lang: re.compile(rf"^\s*(?P<fact>.+?)(?:{p})", re.DOTALL) for lang, p in TRAILING.items()}
+# A word every request holds: most messages hold none and skip the patterns (a few microseconds instead of hundreds).
+TRIGGER = re.compile(r"remember|forget|keep in mind|note|memori[sz]e|记|忘|覚え|メモ|기억|잊지", re.IGNORECASE)
 QUESTION = re.compile(r"(?:[?？]|吗|呢|か|까|나요|니)\s*[.。!！]*\s*$")
 PREFERENCE_WORDS = re.compile(
     r"\b(?:prefer|like|love|hate|dislike|enjoy|favou?rite|allergic|can'?t stand)\b|"
@@ -83,7 +85,7 @@ def language_of(text: str) -> str:
 def explicit_statement(text: str) -> Statement | None:
     """The fact an explicit "remember …" request asks to keep, or None."""
     said = text.strip()
-    if not said or len(said) > MAX_STATEMENT_CHARS or QUESTION.search(said):
+    if not said or len(said) > MAX_STATEMENT_CHARS or not TRIGGER.search(said) or QUESTION.search(said):
         return None
     for lang, pattern in LEADING_RE.items():
         found = pattern.match(said)
