@@ -49,7 +49,7 @@ LEADING: dict[str, str] = {
 # What to keep, then the request (Japanese, Korean). Bare Korean "기억해" is also "I remember": only after
 # "…라는 걸" ("that …") is it a request.
 TRAILING: dict[str, str] = {
-    "ja": rf"(?:ということ|ってこと|こと|って|と)?(?:を|は)?\s*{JA_ASK_LAST}(?:ね|よ|ください)?[。！!]*$",
+    "ja": rf"(?:ということ|ってこと|なこと|こと|って|と)?(?:を|は)?\s*{JA_ASK_LAST}(?:ね|よ|ください)?[。！!]*$",
     "ko": rf"(?:(?:이)?라는|다는|는)\s*(?:걸|것을|거|사실을)\s*(?:꼭\s*)?(?:{KO_REMEMBER}|기억해)[.!。]*$"
     rf"|\s*(?:꼭\s*)?(?:{KO_REMEMBER}|{KO_FORGET_NOT})[.!。]*$",
 }
