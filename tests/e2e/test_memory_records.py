@@ -263,6 +263,7 @@ def fields(body: dict[str, Any]) -> dict[str, str]:
 def test_bad_record_requests_are_refused_naming_the_field_and_limit(tenant: Tenant, other_tenant: Tenant) -> None:
     post = tenant.ingest.post
     assert "text" in fields(problem(post("/v1/memory/records", json={}), 422))
+    assert "whitespace" in fields(problem(post("/v1/memory/records", json={"text": " \n "}), 422))["text"]
     too_long = fields(problem(post("/v1/memory/records", json={"text": "x" * 2001}), 422))
     assert "2000" in too_long["text"]
     assert "kind" in fields(problem(post("/v1/memory/records", json={"text": "hi", "kind": "mood"}), 422))

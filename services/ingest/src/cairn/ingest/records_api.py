@@ -7,7 +7,7 @@ repeats a record is found under the record it merged into."""
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Header, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cairn.edge.auth import Tenant
 from cairn.edge.problems import Problem
@@ -51,6 +51,13 @@ class RecordBody(BaseModel):
     message_ids: list[Annotated[Name, Field(min_length=1, max_length=256)]] = Field(
         default_factory=list, max_length=MAX_MESSAGE_IDS
     )
+
+    @field_validator("text")
+    @classmethod
+    def _not_blank(cls, text: str) -> str:
+        if not text.strip():
+            raise ValueError("the fact must hold more than whitespace")
+        return text
 
 
 class RecordAccepted(BaseModel):
