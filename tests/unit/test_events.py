@@ -29,6 +29,7 @@ from cairn.events import (
     MemoryWriteRequested,
     MessageReceived,
     RecallPerformed,
+    RecordRequested,
     ResetBoundary,
     SessionCommand,
     SessionCreated,
@@ -93,6 +94,7 @@ def minimal(model: type[BaseModel]) -> Event:
             "from_position": 3,
         },
         MemoryWriteRequested: {"path": "MEMORY.md", "mode": "delete"},
+        RecordRequested: {"record_id": SID, "text": "I don't eat spicy food any more"},
         DocumentChanged: {"path": "MEMORY.md", "version": 1, "change": "created"},
         ErasureRequested: {"scope": "session", "target": "agent:main:main"},
         ErasureCompleted: {"request_id": "r"},
@@ -128,9 +130,9 @@ def test_every_event_type_round_trips(model: type[BaseModel]) -> None:
     assert decode_event(encode_event(event).decode()) == event  # str input too
 
 
-def test_the_union_has_fourteen_distinct_versioned_types() -> None:
+def test_the_union_has_fifteen_distinct_versioned_types() -> None:
     types = [type_of(m) for m in MEMBERS]
-    assert len(types) == len(set(types)) == 14
+    assert len(types) == len(set(types)) == 15
     assert all(t.endswith(".v1") for t in types)
 
 

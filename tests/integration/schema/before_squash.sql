@@ -254,6 +254,12 @@ GRANT SELECT,INSERT,UPDATE ON TABLE consolidation.documents TO cairn_app;
 -- consolidation ACL TABLE flushes_due
 GRANT SELECT,INSERT,UPDATE ON TABLE consolidation.flushes_due TO cairn_app;
 
+-- consolidation ACL TABLE record_requests
+GRANT SELECT,INSERT ON TABLE consolidation.record_requests TO cairn_app;
+
+-- consolidation ACL TABLE records
+GRANT SELECT,INSERT,UPDATE ON TABLE consolidation.records TO cairn_app;
+
 -- consolidation ACL TABLE write_outcomes
 GRANT SELECT,INSERT,DELETE ON TABLE consolidation.write_outcomes TO cairn_app;
 
@@ -268,6 +274,14 @@ ALTER TABLE ONLY consolidation.documents
 -- consolidation CONSTRAINT flushes_due flushes_due_pkey
 ALTER TABLE ONLY consolidation.flushes_due
     ADD CONSTRAINT flushes_due_pkey PRIMARY KEY (tenant_id, session_id, reset_index, cycle);
+
+-- consolidation CONSTRAINT record_requests record_requests_pkey
+ALTER TABLE ONLY consolidation.record_requests
+    ADD CONSTRAINT record_requests_pkey PRIMARY KEY (tenant_id, request_id);
+
+-- consolidation CONSTRAINT records records_pkey
+ALTER TABLE ONLY consolidation.records
+    ADD CONSTRAINT records_pkey PRIMARY KEY (tenant_id, record_id);
 
 -- consolidation CONSTRAINT write_outcomes write_outcomes_pkey
 ALTER TABLE ONLY consolidation.write_outcomes
@@ -286,6 +300,21 @@ $$;
 -- consolidation INDEX flushes_due_next
 CREATE INDEX flushes_due_next ON consolidation.flushes_due USING btree (next_attempt_at) WHERE (done_at IS NULL);
 
+-- consolidation INDEX record_requests_position
+CREATE INDEX record_requests_position ON consolidation.record_requests USING btree (tenant_id, agent_id, ingest_seq);
+
+-- consolidation INDEX records_agent_valid
+CREATE INDEX records_agent_valid ON consolidation.records USING btree (tenant_id, agent_id, valid_from);
+
+-- consolidation INDEX records_current_hash
+CREATE INDEX records_current_hash ON consolidation.records USING btree (tenant_id, agent_id, content_hash) WHERE (retired_at IS NULL);
+
+-- consolidation INDEX records_current_slot
+CREATE INDEX records_current_slot ON consolidation.records USING btree (tenant_id, agent_id, entity, relation) WHERE (retired_at IS NULL);
+
+-- consolidation INDEX records_merged
+CREATE INDEX records_merged ON consolidation.records USING gin (merged_ids);
+
 -- consolidation INDEX write_outcomes_age
 CREATE INDEX write_outcomes_age ON consolidation.write_outcomes USING btree (tenant_id, decided_at);
 
@@ -298,6 +327,12 @@ CREATE POLICY tenant_isolation ON consolidation.documents USING ((tenant_id = ca
 -- consolidation POLICY flushes_due tenant_isolation
 CREATE POLICY tenant_isolation ON consolidation.flushes_due USING ((tenant_id = cairn.current_tenant())) WITH CHECK ((tenant_id = cairn.current_tenant()));
 
+-- consolidation POLICY record_requests tenant_isolation
+CREATE POLICY tenant_isolation ON consolidation.record_requests USING ((tenant_id = cairn.current_tenant())) WITH CHECK ((tenant_id = cairn.current_tenant()));
+
+-- consolidation POLICY records tenant_isolation
+CREATE POLICY tenant_isolation ON consolidation.records USING ((tenant_id = cairn.current_tenant())) WITH CHECK ((tenant_id = cairn.current_tenant()));
+
 -- consolidation POLICY write_outcomes tenant_isolation
 CREATE POLICY tenant_isolation ON consolidation.write_outcomes USING ((tenant_id = cairn.current_tenant())) WITH CHECK ((tenant_id = cairn.current_tenant()));
 
@@ -309,6 +344,12 @@ ALTER TABLE consolidation.documents ENABLE ROW LEVEL SECURITY;
 
 -- consolidation ROW SECURITY flushes_due
 ALTER TABLE consolidation.flushes_due ENABLE ROW LEVEL SECURITY;
+
+-- consolidation ROW SECURITY record_requests
+ALTER TABLE consolidation.record_requests ENABLE ROW LEVEL SECURITY;
+
+-- consolidation ROW SECURITY records
+ALTER TABLE consolidation.records ENABLE ROW LEVEL SECURITY;
 
 -- consolidation ROW SECURITY write_outcomes
 ALTER TABLE consolidation.write_outcomes ENABLE ROW LEVEL SECURITY;
@@ -358,6 +399,56 @@ CREATE TABLE consolidation.flushes_due (
     notes_chars integer,
     refused integer DEFAULT 0 NOT NULL
 );
+
+-- consolidation TABLE record_requests
+CREATE TABLE consolidation.record_requests (
+    tenant_id uuid NOT NULL,
+    request_id uuid NOT NULL,
+    agent_id text NOT NULL,
+    ingest_seq bigint NOT NULL,
+    record_id uuid NOT NULL,
+    outcome text NOT NULL,
+    decided_at timestamp with time zone DEFAULT now() NOT NULL
+);
+ALTER TABLE ONLY consolidation.record_requests FORCE ROW LEVEL SECURITY;
+
+-- consolidation TABLE records
+CREATE TABLE consolidation.records (
+    tenant_id uuid NOT NULL,
+    record_id uuid NOT NULL,
+    agent_id text NOT NULL,
+    kind text NOT NULL,
+    entity text NOT NULL,
+    relation text NOT NULL,
+    text text NOT NULL,
+    original text NOT NULL,
+    language text NOT NULL,
+    importance real NOT NULL,
+    content_hash text NOT NULL,
+    explicit boolean DEFAULT false NOT NULL,
+    pinned boolean DEFAULT false NOT NULL,
+    valid_from timestamp with time zone NOT NULL,
+    valid_until timestamp with time zone,
+    recorded_at timestamp with time zone DEFAULT now() NOT NULL,
+    retired_at timestamp with time zone,
+    retired_reason text,
+    superseded_by uuid,
+    pending text,
+    session_key text,
+    session_id text,
+    message_ids text[] DEFAULT '{}'::text[] NOT NULL,
+    origin text NOT NULL,
+    merged_ids uuid[] DEFAULT '{}'::uuid[] NOT NULL,
+    bank_path text NOT NULL,
+    bank_line integer,
+    rendered text,
+    embedding public.vector,
+    embedding_model text,
+    CONSTRAINT records_importance_check CHECK (((importance >= (0)::double precision) AND (importance <= (1)::double precision))),
+    CONSTRAINT records_kind_check CHECK ((kind = ANY (ARRAY['profile'::text, 'preference'::text, 'event'::text, 'plan'::text, 'lesson'::text, 'project'::text]))),
+    CONSTRAINT records_origin_check CHECK ((origin = ANY (ARRAY['owner'::text, 'agent'::text, 'untrusted'::text, 'system'::text])))
+);
+ALTER TABLE ONLY consolidation.records FORCE ROW LEVEL SECURITY;
 
 -- consolidation TABLE write_outcomes
 CREATE TABLE consolidation.write_outcomes (

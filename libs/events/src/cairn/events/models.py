@@ -16,6 +16,7 @@ Role = Literal["user", "assistant", "tool", "system"]
 ResetReason = Literal["new", "reset", "api", "idle", "daily"]
 
 MAX_TEXT_CHARS = 65_536
+MAX_RECORD_CHARS = 2_000  # one fact, rendered as one line of a bank file
 
 
 class InboundMessage(BaseModel):
@@ -181,6 +182,25 @@ class MemoryWriteRequested(Envelope):
     if_match: int | None = Field(default=None, ge=0, le=MAX_VERSION)
 
 
+class RecordRequested(Envelope):
+    """A fact to keep as a memory record, asked for explicitly (`POST /v1/memory/records`, an agent's
+    `add_memory` tool); consolidation dedups it against the agent's records, stores it or merges it, and
+    renders it into the bank. `record_id` is chosen by ingest so the client can read the record at once;
+    a request merged into an existing record is found under the existing record's id and under this one.
+    `kind`, `entity` and `relation` left empty are decided by consolidation."""
+
+    type: Literal["memory.record-requested.v1"] = "memory.record-requested.v1"
+    record_id: Uuid
+    text: FreeText = Field(min_length=1, max_length=MAX_RECORD_CHARS)
+    kind: Literal["profile", "preference", "event", "plan", "lesson", "project"] | None = None
+    entity: Name | None = Field(default=None, max_length=200)
+    relation: Name | None = Field(default=None, max_length=200)
+    importance: float = Field(default=1.0, ge=0.0, le=1.0)
+    session_key: Name | None = None
+    message_ids: tuple[Name, ...] = ()
+    origin: Literal["owner", "agent", "untrusted", "system"] = "agent"
+
+
 class DocumentChanged(Envelope):
     """A memory document has a new version: its whole text (empty when deleted). Versions of a path count
     1, 2, 3… across deletions. `ingest_seq`: the CAIRN_INGEST position of the write or reset that caused
@@ -243,6 +263,7 @@ Event = Annotated[
     | SessionCreated
     | SessionForked
     | MemoryWriteRequested
+    | RecordRequested
     | DocumentChanged
     | ErasureRequested
     | ErasureCompleted

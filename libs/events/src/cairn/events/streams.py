@@ -47,6 +47,7 @@ _OWNERS: dict[str, tuple[str, ...]] = {
         "message.received",
         "session.command",
         "memory.write-requested",
+        "memory.record-requested",
         "erasure.requested",
         "agent.configured",
     ),

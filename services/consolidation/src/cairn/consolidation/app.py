@@ -9,28 +9,42 @@ from cairn.consolidation.extraction import OnCandidates
 from cairn.consolidation.extraction_window import ExtractionWindow
 from cairn.consolidation.extraction_worker import ExtractionWorker, TranscriptTurns, log_candidates
 from cairn.consolidation.flush_worker import FlushWorker
-from cairn.consolidation.handlers import (
-    bind,
-    bind_at,
-    on_compaction_imminent,
-    on_memory_write_requested,
-    on_reset_boundary,
+from cairn.consolidation.handlers import bind, on_compaction_imminent, on_reset_boundary
+from cairn.consolidation.records_handlers import (
+    bind_writer,
+    on_memory_write,
+    on_record_requested,
+    on_transcript_appended,
 )
 from cairn.consolidation.settings import ConsolidationSettings, ExtractionSettings
 from cairn.delivery.consumer import Handler, Projection
 from cairn.delivery.pull import Consumer
-from cairn.events import INGEST_STREAM, SESSION_STREAM, CompactionImminent, MemoryWriteRequested, ResetBoundary
+from cairn.events import (
+    INGEST_STREAM,
+    SESSION_STREAM,
+    CompactionImminent,
+    MemoryWriteRequested,
+    RecordRequested,
+    ResetBoundary,
+    TranscriptAppended,
+)
 from cairn.events.streams import subject_pattern
 from cairn.llm import Models
+from cairn.memindex import LocalEmbedder, create_embedder
 from cairn.platform.runtime import Runtime, create_service_app, serve
 
 CONSUMER = "consolidation"
-# Only memory writes of the (partitioned) ingest stream: a client waits for each one to be applied, so it
-# must not queue behind a message import. (A consumer created before this filter keeps reading all.)
-MEMORY_WRITES = "cairn.*.*.memory.write-requested.*"
-# Only the session events it handles: transcript entries (nearly all of that stream) never reach it; extraction
-# reads them through a consumer of its own (extraction_worker.TranscriptTurns) that touches Redis only.
-SESSION_EVENTS = (subject_pattern("session.reset-boundary"), subject_pattern("session.compaction-imminent"))
+# Only memory writes and record requests of the (partitioned) ingest stream: a client waits for each one to be
+# applied, so it must not queue behind a message import. (A consumer created before this filter keeps reading all.)
+MEMORY_WRITES = ("cairn.*.*.memory.write-requested.*", "cairn.*.*.memory.record-requested.*")
+# The session events it handles. Transcript entries are nearly all of that stream: they come for the explicit
+# "remember …" rules, one regex pass per entry (incognito sessions never reach the stream). Model extraction reads
+# them through a consumer of its own (extraction_worker.TranscriptTurns) that touches Redis only.
+SESSION_EVENTS = (
+    subject_pattern("session.reset-boundary"),
+    subject_pattern("session.compaction-imminent"),
+    subject_pattern("transcript.appended"),
+)
 
 
 def extraction_window(redis: "Redis", settings: ExtractionSettings) -> ExtractionWindow:
@@ -47,15 +61,22 @@ def extraction_window(redis: "Redis", settings: ExtractionSettings) -> Extractio
 
 
 def create_app(settings: ConsolidationSettings, on_candidates: OnCandidates = log_candidates) -> FastAPI:
-    """`on_candidates`: where extracted fact candidates go (the record store, once wired)."""
-    session_handlers: dict[type, Handler] = {
-        ResetBoundary: bind(partial(on_reset_boundary, keep=settings.snapshot_messages)),
-        CompactionImminent: bind(on_compaction_imminent),
-    }
-    ingest_handlers: dict[type, Handler] = {MemoryWriteRequested: bind_at(on_memory_write_requested)}
+    """`on_candidates`: where candidates extracted by model go."""
 
     def wire(runtime: Runtime) -> list[Consumer]:
         models = runtime.extras["models"] = Models(settings.llm, runtime.pool)  # for the memory writer
+        embedder = create_embedder(settings.embedding)
+        if isinstance(embedder, LocalEmbedder):
+            embedder.load()  # once per process, before the first record needs it
+        session_handlers: dict[type, Handler] = {
+            ResetBoundary: bind(partial(on_reset_boundary, keep=settings.snapshot_messages)),
+            CompactionImminent: bind(on_compaction_imminent),
+            TranscriptAppended: bind_writer(on_transcript_appended, embedder, models),
+        }
+        ingest_handlers: dict[type, Handler] = {
+            MemoryWriteRequested: bind_writer(on_memory_write, embedder, models),
+            RecordRequested: bind_writer(on_record_requested, embedder, models),
+        }
         flushes = FlushWorker(
             runtime.pool, models, runtime.publisher, poll_s=settings.flush_poll_s,
             retry_first_s=settings.flush_retry_first_s, no_model_recheck_s=settings.flush_no_model_recheck_s,
@@ -82,8 +103,8 @@ def create_app(settings: ConsolidationSettings, on_candidates: OnCandidates = lo
         "consolidation",
         settings,
         wire=wire,
-        description="Memory documents: reset snapshots, memory writes, pre-compaction memory flushes; fact candidates "
-        "extracted after turns.",
+        description="Memory documents and records: reset snapshots, memory writes, records (explicit and extracted) "
+        "rendered into the bank, pre-compaction memory flushes.",
     )
 
 

@@ -6,6 +6,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from cairn.edge.settings import HttpSettings, http_defaults
 from cairn.events.extraction import KEY_PREFIX
 from cairn.llm import LlmSettings
+from cairn.memindex import EmbeddingSettings
 from cairn.platform.settings import ServiceSettings
 
 
@@ -43,6 +44,8 @@ class ConsolidationSettings(ServiceSettings):
     http: HttpSettings = Field(default_factory=http_defaults(8085))
     llm: LlmSettings = Field(default_factory=LlmSettings)
     extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
+    # the memory index's model (the same CAIRN_EMBEDDING_* variables): record vectors are compared by cosine
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     snapshot_messages: int = Field(
         default=15, ge=1, le=200, description="user/assistant messages kept in a reset snapshot"
     )

@@ -22,6 +22,8 @@ from cairn.recall.recall_reads import KnownConfigs, RecallReads
 from cairn.recall.recall_run import Recaller
 from cairn.recall.recall_traces import TraceStore, TraceSweep
 from cairn.recall.recall_traces_api import router as traces_router
+from cairn.recall.records_api import router as records_router
+from cairn.recall.records_queries import RecordStore
 from cairn.recall.sessions_api import router as sessions_router
 from cairn.recall.settings import RecallSettings
 from cairn.recall.usage_api import router as usage_router
@@ -33,6 +35,7 @@ def create_app(settings: RecallSettings) -> FastAPI:
         runtime.extras["reads"] = ReadStore(runtime.pool, progress)
         runtime.extras["history"] = HistoryStore(runtime.pool)
         runtime.extras["documents"] = DocumentStore(runtime.pool)
+        runtime.extras["records"] = RecordStore(runtime.pool)
         runtime.extras["models"] = Models(settings.llm, runtime.pool)
         embedder = create_embedder(settings.embedding)
         if isinstance(embedder, LocalEmbedder):
@@ -66,7 +69,16 @@ def create_app(settings: RecallSettings) -> FastAPI:
     return create_service_app(
         "recall",
         settings,
-        routers=[router, sessions_router, files_router, memory_router, recall_router, traces_router, usage_router],
+        routers=[
+            router,
+            sessions_router,
+            files_router,
+            memory_router,
+            recall_router,
+            traces_router,
+            usage_router,
+            records_router,
+        ],
         wire=wire,
         description="The read door: session search, history, memory files and memory search, recall.",
     )

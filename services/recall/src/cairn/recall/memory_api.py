@@ -23,6 +23,7 @@ from cairn.platform.runtime import runtime_of, settings_of
 from cairn.recall.memory_queries import MemoryReads
 from cairn.recall.memory_search import Hit, MemoryQuery, MemorySearch
 from cairn.recall.recall_lanes import NO_MODEL
+from cairn.recall.records_queries import RecordReads
 from cairn.recall.session_meta import pending_flushes
 from cairn.recall.settings import RecallSettings
 
@@ -93,6 +94,9 @@ class PendingWork(BaseModel):
     flushes: int = Field(
         default=0, description="pre-compaction memory flushes due and not done (waiting for the model, or retried)"
     )
+    record_judgements: int = Field(
+        default=0, description="memory records close to another (cosine 0.7-0.92) kept as new until a model judges them"
+    )
 
 
 class ExtractionStatus(BaseModel):
@@ -117,6 +121,7 @@ class MemoryStatus(BaseModel):
     dimensions: int | None
     documents: int
     chunks: int
+    records: int = Field(default=0, description="the agent's current memory records (GET /v1/memory/records)")
     counts: IndexCounts
     pending: PendingWork
     index_lag_s: float = Field(description="age of the oldest change not yet searchable (0 when none)")
@@ -195,6 +200,8 @@ async def memory_status(tenant: Tenant, request: Request, agent_id: AgentId = "m
     models: Models = runtime_of(request).extras["models"]
     no_model = [] if await models.for_tenant(tenant) is not None else [NO_MODEL]
     extraction = await _extraction(runtime_of(request).redis, tenant, agent_id)
+    records: RecordReads = runtime_of(request).extras["records"]
+    current_records, judgements = await records.counts(tenant, agent_id)
     now = datetime.now(UTC)
     oldest = [t for t in (pending["oldest"], documents["oldest"]) if t is not None]
     return MemoryStatus(
@@ -204,12 +211,14 @@ async def memory_status(tenant: Tenant, request: Request, agent_id: AgentId = "m
         dimensions=embedder.dimensions,
         documents=counts.documents,
         chunks=counts.chunks,
+        records=current_records,
         counts=counts,
         pending=PendingWork(
             sessions=pending["sessions"],
             documents=documents["documents"],
             reembed=stale_chunks + stale_messages,
             flushes=await pending_flushes(runtime_of(request).pool, tenant, agent_id),
+            record_judgements=judgements,
         ),
         index_lag_s=round(max(((now - t).total_seconds() for t in oldest), default=0.0), 3),
         last_indexed_at=chunks["last_indexed_at"],
@@ -218,7 +227,8 @@ async def memory_status(tenant: Tenant, request: Request, agent_id: AgentId = "m
         fallbacks=_fallbacks(embedder, stale_chunks, stale_messages)
         + ([] if dead is not None else [DEAD_UNKNOWN])
         + no_model
-        + _extraction_fallbacks(extraction, bool(no_model)),
+        + _extraction_fallbacks(extraction, bool(no_model))
+        + ([f"{judgements} memory records wait for a model to judge them (kept as new)"] if judgements else []),
     )
 
 
