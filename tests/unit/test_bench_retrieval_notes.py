@@ -10,6 +10,9 @@ def test_a_sitting_is_a_heading_then_one_item_per_turn_at_an_undated_path() -> N
         {"doc_id": "u0/2023-04-27/1", "timestamp": "2023-04-27", "text": "张曼婷: 我喜欢绘画"},
     ]
     assert note_of(rows) == "# 2023-04-27\n\n- 张曼婷: 你好 / AI: 你好，张曼婷\n- 张曼婷: 我喜欢绘画\n"
+    said = [{"doc_id": "c/D1:1", "timestamp": "8 May, 2023", "speaker": "Caroline", "text": "I went to a group."}]
+    assert note_of(said) == "# 8 May, 2023\n\n- Caroline: I went to a group.\n"
+    assert note_of([{**rows[0], "speaker": "张曼婷"}]) == "# 2023-04-27\n\n- 张曼婷: 你好 / AI: 你好，张曼婷\n"
     path = _note_path("u0/2023-04-27")
     assert path.startswith("memory/summaries/")
     assert dated_note(path) is None  # a 2023 note must not decay to nothing

@@ -29,8 +29,13 @@ FIRST_TURN_LINE = 3  # line 1 the heading, line 2 blank
 
 
 def note_of(rows: list[dict[str, Any]]) -> str:
-    """A sitting as a Markdown note: its time as the heading, one list item per turn (a turn's lines joined)."""
-    items = [f"- {' / '.join(part.strip() for part in str(r['text']).splitlines() if part.strip())}" for r in rows]
+    """A sitting as a Markdown note: its time as the heading, one list item per turn (a turn's lines joined), said
+    by its speaker (LoCoMo's text does not name them; MemoryBank's does, with the AI's reply)."""
+    items = []
+    for row in rows:
+        text = " / ".join(part.strip() for part in str(row["text"]).splitlines() if part.strip())
+        speaker = row.get("speaker")
+        items.append(f"- {text}" if not speaker or text.startswith(f"{speaker}:") else f"- {speaker}: {text}")
     return "\n".join([f"# {rows[0]['timestamp']}", "", *items]) + "\n"
 
 
