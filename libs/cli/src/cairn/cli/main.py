@@ -107,7 +107,7 @@ def run_memindex_bench(args: argparse.Namespace) -> None:
         rows += [{"part": "embedding", **row} for row in run_embedding()]
     endpoints = read_endpoints(args.endpoints) if args.part != "embedding" else {}
     if args.part in ("lag", "all"):
-        rows += [{"part": "lag", **row} for row in run_lag(endpoints, args.edits)]
+        rows += [{"part": "lag", **row} for row in run_lag(endpoints, args.edits, args.lag_path)]
     if args.part in ("search", "all"):
         rows += [
             {"part": "search", **row}
@@ -213,6 +213,7 @@ def _parser() -> argparse.ArgumentParser:
     memindex.add_argument("--chunks", type=int, default=100_000)
     memindex.add_argument("--queries", type=int, default=200)
     memindex.add_argument("--edits", type=int, default=40)
+    memindex.add_argument("--lag-path", default="memory/bank/lag.md", help="lag: the document edited")
     memindex.add_argument("--data", type=Path, help="search: realistic text from this dataset's turns and questions")
     memindex.add_argument("--keep-seed", type=Path, help="search: reuse agents seeded by an earlier run (key file)")
     large = kinds.add_parser("large-batch", help="a 1,000 × 10 KB batch: time until all of it is found word for word")
