@@ -3,7 +3,6 @@ rebuilt index is the one the indexer built from the events: same chunks, terms a
 
 import asyncio
 import uuid
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,8 +13,11 @@ import pytest
 from cairn.cli.reindex import SET_TENANT, reindex
 from cairn.local import LocalStack
 from cairn.local.stack import OWNER
-from cairn.memindex import LocalEmbedder, MemoryIndex, MemoryIndexSettings
+from cairn.memindex import LocalEmbedder, MemoryIndex, MemoryIndexSettings, dated_note
+from cairn.memindex.chunking import chunk_lines
+from cairn.memindex.indexing import content_hash
 from cairn.memindex.store import ChunkRow
+from cairn.text import index_terms, to_tsvector_literal
 from tests.conftest import Tenant
 from tests.e2e.test_memory_search import Memory
 
@@ -23,7 +25,7 @@ pytestmark = pytest.mark.e2e
 
 SNAPSHOT = """
 SELECT agent_id, source, path, version, session_key, session_id::text, start_line, end_line, text, terms::text,
-       content_hash, message_ids::text[], external_ids, dated, model, dims, embedding::real[] AS embedding
+       content_hash, message_ids::text[], external_ids, dated, model, dims, embedding::real[] AS embedding, context
 FROM indexer.memory_chunks WHERE tenant_id = $1
 ORDER BY source, path, session_id, start_line, text
 """
@@ -91,49 +93,65 @@ def test_reindex_rebuilds_the_same_index(services: LocalStack, tenant: Tenant) -
 
 
 class _WindowIndex(MemoryIndex):
-    """The indexer before trusted documents were cut by entry: every document in ~400-token windows."""
+    """The indexer before documents were cut by entry: every document in ~400-token windows, without context."""
 
     def document_rows(self, path: str, version: int, text: str, at: datetime) -> list[ChunkRow]:
-        windows = MemoryIndex.document_rows(self, "memory/daily/undated.md", version, text, at)
-        return [replace(row, path=path) for row in windows]
+        spans = chunk_lines(text.splitlines(), self.settings.chunk_tokens, self.settings.overlap_tokens)
+        return [
+            ChunkRow("memory", s.first + 1, s.last + 1, s.text, to_tsvector_literal(index_terms(s.text)),
+                     content_hash(s.text), path=path, version=version, dated=dated_note(path), occurred_at=at)
+            for s in spans
+        ]  # fmt: skip
 
 
-def test_reindex_trusted_rechunks_old_windows_of_memory_files_into_the_entries_the_indexer_makes(
+NOTE = "memory/daily/2026-11-02.md"
+
+
+def test_reindex_documents_rechunks_old_windows_of_every_document_into_the_entries_the_indexer_makes(
     services: LocalStack, tenant: Tenant
 ) -> None:
     memory = Memory(services, tenant)
     facts = "# About the user\n- prefers green tea\n- lives in Lyon\n- plays the cello\n- has a cat called Miso\n"
-    memory.write({"MEMORY.md": facts, "memory/daily/2026-11-02.md": "- we talked about the harbour\n- and boats"})
+    note = "- we talked about the harbour\n- and boats\n"
+    memory.write({"MEMORY.md": facts, NOTE: note})
     assert memory.settle(lambda: _caught_up(memory) and memory.status()["pending"]["documents"] == 0)
     by_entry = asyncio.run(_snapshot(services, tenant.tenant_id))
-    # The heading names its first entry; "- lives in Lyon" is short enough to take the next one in.
-    entries = [(r["start_line"], r["end_line"]) for r in by_entry[0] if r["path"] == "MEMORY.md"]
-    assert entries == [(1, 2), (3, 4), (5, 5)]
+    # every item is an entry, named by the heading above it (its context)
+    entries = [(r["start_line"], r["end_line"], r["context"]) for r in by_entry[0] if r["path"] == "MEMORY.md"]
+    assert entries == [(2, 2, "# About the user"), (3, 3, "# About the user"), (4, 4, "# About the user"),
+                       (5, 5, "# About the user")]  # fmt: skip
+    assert [(r["start_line"], r["end_line"]) for r in by_entry[0] if r["path"] == NOTE] == [(1, 1), (2, 2)]
 
     url = f"postgresql://{OWNER}@127.0.0.1:{services.state.ports['postgres']}/cairn"
     embedder = LocalEmbedder()
-    asyncio.run(_put_old_windows(url, _WindowIndex(embedder, MemoryIndexSettings()), tenant.tenant_id, facts))
+    windows = _WindowIndex(embedder, MemoryIndexSettings())
+    asyncio.run(_put_old_windows(url, windows, tenant.tenant_id, {"MEMORY.md": facts, NOTE: note}))
     old = asyncio.run(_snapshot(services, tenant.tenant_id))
-    assert [(r["start_line"], r["end_line"]) for r in old[0] if r["path"] == "MEMORY.md"] == [(1, 5)]
+    assert [(r["path"], r["start_line"], r["end_line"]) for r in old[0]] == [("MEMORY.md", 1, 5), (NOTE, 1, 2)]
 
-    rebuilt = asyncio.run(
-        reindex(url, MemoryIndex(embedder, MemoryIndexSettings()), tenant.tenant_id, trusted_only=True)
-    )
-    assert (rebuilt.tenants, rebuilt.documents, rebuilt.sessions, rebuilt.chunks) == (1, 1, 0, 3)
+    index = MemoryIndex(embedder, MemoryIndexSettings())
+    trusted = asyncio.run(reindex(url, index, tenant.tenant_id, trusted_only=True))
+    assert (trusted.tenants, trusted.documents, trusted.sessions, trusted.chunks) == (1, 1, 0, 4)
+    halfway = asyncio.run(_snapshot(services, tenant.tenant_id))
+    assert [(r["path"], r["start_line"], r["end_line"]) for r in halfway[0] if r["path"] == NOTE] == [(NOTE, 1, 2)]
+
+    rebuilt = asyncio.run(reindex(url, index, tenant.tenant_id, documents_only=True))
+    assert (rebuilt.tenants, rebuilt.documents, rebuilt.sessions, rebuilt.chunks) == (1, 2, 0, 6)
     after = asyncio.run(_snapshot(services, tenant.tenant_id))
-    _same(by_entry[0], after[0])  # the daily note untouched, MEMORY.md as the indexer cuts it
+    _same(by_entry[0], after[0])  # both documents as the indexer cuts them
     assert by_entry[1] == after[1]
 
 
-async def _put_old_windows(url: str, index: MemoryIndex, tenant: str, text: str) -> None:
+async def _put_old_windows(url: str, index: MemoryIndex, tenant: str, documents: dict[str, str]) -> None:
     conn = await asyncpg.connect(url)
     try:
         async with conn.transaction():
             await conn.execute(SET_TENANT, tenant)
-            version = await conn.fetchval(VERSION, uuid.UUID(tenant))
-            await index.put_document(conn, tenant, "main", "MEMORY.md", version, text, datetime.now(UTC))
+            for path, text in documents.items():
+                version = await conn.fetchval(VERSION, uuid.UUID(tenant), path)
+                await index.put_document(conn, tenant, "main", path, version, text, datetime.now(UTC))
     finally:
         await conn.close()
 
 
-VERSION = "SELECT version FROM consolidation.documents WHERE tenant_id = $1 AND path = 'MEMORY.md'"
+VERSION = "SELECT version FROM consolidation.documents WHERE tenant_id = $1 AND path = $2"

@@ -231,13 +231,13 @@ def test_turning_remembering_off_forgets_the_transcripts(memory: Memory) -> None
 
 def test_status_reports_the_provider_and_what_is_indexed(memory: Memory) -> None:
     memory.write({"MEMORY.md": "- prefers tea\n- lives in Lyon", "memory/bank/a.md": "- likes chess"})
-    assert memory.settle(lambda: _indexed(memory, 2))
+    assert memory.settle(lambda: _indexed(memory, 3))
     status = memory.status()
     assert status["provider"] == "local"
     assert status["dimensions"] == 512
     assert status["model"].startswith("use-multilingual-v3@")
-    assert (status["documents"], status["chunks"]) == (2, 2)
-    assert status["pending"] == {"sessions": 0, "documents": 0, "reembed": 0, "flushes": 0}
+    assert (status["documents"], status["chunks"]) == (2, 3)  # every list item is a chunk, however short
+    assert status["pending"] == {"sessions": 0, "documents": 0, "reembed": 0, "flushes": 0, "record_judgements": 0}
     assert status["counts"]["messages_without_current_vector"] == 0
     assert status["fallbacks"] == [NO_MODEL]  # the test stack's recall has no model: lane 2 is extractive
     assert status["index_lag_s"] == 0.0

@@ -103,3 +103,15 @@ def test_the_best_messages_bring_back_their_chunk_in_place_of_the_last_pick_hold
     assert keep_best_messages(picked, [a, c, d, doc], held, messages, 4) == picked
     # a pick holding one of the best is never given up: nothing is left to replace
     assert keep_best_messages([a], [a, b], held, messages, 2) == [a]
+
+
+def test_hits_are_listed_by_the_score_they_show_whatever_order_mmr_picked_them_in() -> None:
+    reads: MemoryReads = _Reads()  # type: ignore[assignment]
+    search = MemorySearch(reads, _Embedder(), RankingOptions())
+    query = MemoryQuery("main", "Which pet was adopted?", 3, None, ("sessions",), None)
+    found = asyncio.run(search.search(str(uuid.uuid4()), query))
+    # MMR picks the different chunk second (away from the near-duplicate), which scores below the near-duplicate
+    assert [h.detail.chunk_id for h in found.hits] == [FIRST, TWIN, OTHER]
+    scores = [h.score for h in found.hits]
+    assert scores == sorted(scores, reverse=True)
+    assert len(set(scores)) == 3

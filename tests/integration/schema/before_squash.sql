@@ -1828,6 +1828,7 @@ CREATE TABLE indexer.memory_chunks (
     indexed_at timestamp with time zone DEFAULT now() NOT NULL,
     external_ids text[] DEFAULT '{}'::text[] NOT NULL,
     term_bits bit(512) GENERATED ALWAYS AS (indexer.term_bits(terms)) STORED,
+    context text,
     CONSTRAINT memory_chunks_check CHECK (((source = 'memory'::text) = (path IS NOT NULL))),
     CONSTRAINT memory_chunks_check1 CHECK ((((embedding IS NULL) = (model IS NULL)) AND ((embedding IS NULL) = (dims IS NULL)))),
     CONSTRAINT memory_chunks_source_check CHECK ((source = ANY (ARRAY['memory'::text, 'sessions'::text])))

@@ -287,11 +287,12 @@ async def _tenant_of(owner_url: str, api_key: str) -> str:
     return str(tenant)
 
 
-def run_lag(endpoints: dict[str, str], edits: int) -> list[dict[str, Any]]:
+def run_lag(endpoints: dict[str, str], edits: int, path: str = "memory/bank/lag.md") -> list[dict[str, Any]]:
+    """A 61-item document (`path`: a bank file, or a daily note with `--lag-path`) edited `edits` times."""
     key = new_tenant(endpoints, "bench-memory-lag")
     headers = {"Authorization": f"Bearer {key}"}
     rng = random.Random(5)
-    body = "\n".join(f"- {_sentence(rng, 12)}" for _ in range(60))  # about four chunks
+    body = "\n".join(f"- {_sentence(rng, 12)}" for _ in range(60))  # 60 entries (a daily note: 4 windows once)
     samples = []
     with (
         httpx.Client(base_url=endpoints["CAIRN_INGEST_URL"], headers=headers, timeout=60) as ingest,
@@ -300,11 +301,11 @@ def run_lag(endpoints: dict[str, str], edits: int) -> list[dict[str, Any]]:
         for i in range(edits):
             token = f"edit{uuid.uuid4().hex[:10]}"
             started = time.perf_counter()
-            written = ingest.put("/v1/memory/files/memory/bank/lag.md", json={"text": f"{body}\n- {token} {i}"})
+            written = ingest.put(f"/v1/memory/files/{path}", json={"text": f"{body}\n- {token} {i}"})
             position = written.raise_for_status().json()["position"]
             while True:
                 found = recall.post("/v1/memory/search", json={"query": token, "consistent_with": position}).json()
                 if any(token in hit["snippet"] for hit in found["results"]):
                     break
             samples.append(time.perf_counter() - started)
-    return [{"figure": "document edit → searchable", **_percentiles(samples), "edits": edits}]
+    return [{"figure": "document edit → searchable", **_percentiles(samples), "edits": edits, "path": path}]

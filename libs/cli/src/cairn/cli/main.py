@@ -27,6 +27,7 @@ from cairn.cli.bench_recall_calls import PARTS as RECALL_PARTS
 from cairn.cli.bench_recall_calls import RecallBench
 from cairn.cli.bench_recall_data import dataset_folders
 from cairn.cli.bench_retrieval import MODES, report_retrieval, run_retrieval
+from cairn.cli.bench_retrieval_notes import run_notes_retrieval
 from cairn.cli.dead_letters import add_commands as add_dead_letter_commands
 from cairn.cli.dead_letters import run as run_dead_letters
 from cairn.cli.importer import import_file
@@ -55,12 +56,15 @@ class ReindexSettings(BaseSettings):
     memory: MemoryIndexSettings = Field(default_factory=MemoryIndexSettings)
 
 
-async def run_reindex(tenant: str | None, trusted_only: bool) -> None:
+async def run_reindex(tenant: str | None, documents_only: bool, trusted_only: bool) -> None:
     settings = ReindexSettings()
     if settings.postgres.admin_url is None:
         sys.exit("cairn reindex needs CAIRN_POSTGRES_ADMIN_URL (the owner's connection URL)")
     index = MemoryIndex(create_embedder(settings.embedding), settings.memory)
-    rebuilt = await reindex(settings.postgres.admin_url.get_secret_value(), index, tenant, trusted_only=trusted_only)
+    rebuilt = await reindex(
+        settings.postgres.admin_url.get_secret_value(), index, tenant, documents_only=documents_only,
+        trusted_only=trusted_only,
+    )  # fmt: skip
     print(f"memory index rebuilt: {rebuilt.tenants} tenants, {rebuilt.documents} documents, "
           f"{rebuilt.sessions} sessions, {rebuilt.chunks} chunks in {rebuilt.seconds}s")  # fmt: skip
 
@@ -105,7 +109,7 @@ def run_memindex_bench(args: argparse.Namespace) -> None:
         rows += [{"part": "embedding", **row} for row in run_embedding()]
     endpoints = read_endpoints(args.endpoints) if args.part != "embedding" else {}
     if args.part in ("lag", "all"):
-        rows += [{"part": "lag", **row} for row in run_lag(endpoints, args.edits)]
+        rows += [{"part": "lag", **row} for row in run_lag(endpoints, args.edits, args.lag_path)]
     if args.part in ("search", "all"):
         rows += [
             {"part": "search", **row}
@@ -118,14 +122,29 @@ def run_memindex_bench(args: argparse.Namespace) -> None:
     write_json(args.out, {"benchmark": "memindex", "rows": rows})
 
 
+def retrieval_bench(args: argparse.Namespace) -> None:
+    endpoints = read_endpoints(args.endpoints)
+    if args.mode == "notes":
+        scored = run_notes_retrieval(endpoints, args.data, args.out, args.questions, args.index_timeout)
+    else:
+        scored = run_retrieval(endpoints, args.data, args.out, args.mode, args.index_timeout)
+    report_retrieval(scored, Path(f"bench-results/retrieval-{args.data.name}-{args.mode}.json"))
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cairn")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("migrate", help="apply every owner's schema (schema/*.sql) and declare JetStream streams")
     rebuild = commands.add_parser("reindex", help="rebuild the memory index from documents and remembered turns")
     rebuild.add_argument("--tenant", help="only this tenant (default: every tenant)")
-    rebuild.add_argument("--trusted", action="store_true",
-                         help="only re-chunk MEMORY.md and memory/bank/* (entry by entry), in place")  # fmt: skip
+    only = rebuild.add_mutually_exclusive_group()
+    only.add_argument(
+        "--documents",
+        action="store_true",
+        help="only re-chunk every memory document (entry by entry), in place; transcripts untouched",
+    )
+    only.add_argument("--trusted", action="store_true",
+                      help="only re-chunk MEMORY.md and memory/bank/* (entry by entry), in place")  # fmt: skip
     imports = commands.add_parser("import", help="import a JSONL file of messages (or a dataset corpus.jsonl)")
     imports.add_argument("file", type=Path)
     imports.add_argument("--endpoints", type=Path, default=Path(".cairn/endpoints.env"))
@@ -155,7 +174,13 @@ def _parser() -> argparse.ArgumentParser:
     retrieval = kinds.add_parser("retrieval", help="ingest a retrieval dataset, ask its questions, write a scorer run")
     retrieval.add_argument("--data", type=Path, required=True, help="a dataset folder (corpus.jsonl, questions.jsonl)")
     retrieval.add_argument("--out", type=Path, required=True, help="the run file (JSONL) for evaluate.py")
-    retrieval.add_argument("--mode", choices=MODES, default="sessions")
+    retrieval.add_argument(
+        "--mode",
+        choices=(*MODES, "notes"),
+        default="sessions",
+        help="notes: each sitting written as a memory note, found by memory search (documents)",
+    )
+    retrieval.add_argument("--questions", type=Path, help="--mode notes: ask this file's questions instead")
     retrieval.add_argument(
         "--index-timeout", type=float, default=600.0,
         help="seconds to wait for each conversation to be indexed (a slow embedding model needs more)",
@@ -190,6 +215,7 @@ def _parser() -> argparse.ArgumentParser:
     memindex.add_argument("--chunks", type=int, default=100_000)
     memindex.add_argument("--queries", type=int, default=200)
     memindex.add_argument("--edits", type=int, default=40)
+    memindex.add_argument("--lag-path", default="memory/bank/lag.md", help="lag: the document edited")
     memindex.add_argument("--data", type=Path, help="search: realistic text from this dataset's turns and questions")
     memindex.add_argument("--keep-seed", type=Path, help="search: reuse agents seeded by an earlier run (key file)")
     large = kinds.add_parser("large-batch", help="a 1,000 × 10 KB batch: time until all of it is found word for word")
@@ -279,7 +305,7 @@ def _command(args: argparse.Namespace) -> None:
     elif args.command == "memory":
         memory(args)
     elif args.command == "reindex":
-        asyncio.run(run_reindex(args.tenant, args.trusted))
+        asyncio.run(run_reindex(args.tenant, args.documents, args.trusted))
     elif args.command == "dead-letters":
         sys.exit(asyncio.run(run_dead_letters(args)))
     elif args.command == "import":
@@ -308,8 +334,7 @@ def _bench(args: argparse.Namespace) -> None:
     elif args.kind == "memindex":
         run_memindex_bench(args)
     elif args.kind == "retrieval":
-        scored = run_retrieval(read_endpoints(args.endpoints), args.data, args.out, args.mode, args.index_timeout)
-        report_retrieval(scored, Path(f"bench-results/retrieval-{args.data.name}-{args.mode}.json"))
+        retrieval_bench(args)
     elif args.kind == "load":
         loaded = asyncio.run(run_load(read_endpoints(args.endpoints), load_settings(args)))
         report_table("load", table(loaded), loaded, args.out)

@@ -3,9 +3,10 @@
 indexer runs, so a rebuild yields the same chunks and vectors. One tenant at a time, each in one
 transaction: searches see the old index or the new one, never half of each.
 
-With `trusted_only` (`cairn reindex --trusted`), only the trusted documents (`MEMORY.md`, `memory/bank/*`) are
-re-chunked, in place: what a change of their chunking (entry by entry, `cairn.memindex.entries`) needs, without
-rebuilding every daily note and transcript.
+With `documents_only` (`cairn reindex --documents`), every stored memory document is re-chunked in place and the
+remembered turns are left alone: what a change of the documents' chunking (entry by entry with its context,
+`cairn.memindex.entries`) needs, without re-chunking and re-embedding every transcript. With `trusted_only`
+(`--trusted`), only `MEMORY.md` and `memory/bank/*` are.
 
 Runs as the schema owner (CAIRN_POSTGRES_ADMIN_URL): it lists the tenants, then sets each in turn, so
 row-level security still scopes every statement. Run it with the indexer stopped, or accept that events
@@ -47,7 +48,12 @@ class Rebuilt:
 
 
 async def reindex(
-    admin_url: str, index: MemoryIndex, tenant: str | None = None, *, trusted_only: bool = False
+    admin_url: str,
+    index: MemoryIndex,
+    tenant: str | None = None,
+    *,
+    documents_only: bool = False,
+    trusted_only: bool = False,
 ) -> Rebuilt:
     if isinstance(index.embedder, LocalEmbedder):
         index.embedder.load()
@@ -57,8 +63,8 @@ async def reindex(
         for row in await conn.fetch(TENANTS, uuid.UUID(tenant) if tenant else None):
             async with conn.transaction():
                 await conn.execute(SET_TENANT, row["tenant_id"])
-                if trusted_only:
-                    await _rechunk_trusted(conn, index, row["tenant_id"], rebuilt)
+                if documents_only or trusted_only:
+                    await _rechunk_documents(conn, index, row["tenant_id"], rebuilt, trusted_only=trusted_only)
                 else:
                     await _rebuild_tenant(conn, index, row["tenant_id"], rebuilt)
             rebuilt.tenants += 1
@@ -84,12 +90,13 @@ async def _rebuild_tenant(
         out.sessions += 1
 
 
-async def _rechunk_trusted(
-    conn: "asyncpg.Connection[asyncpg.Record]", index: MemoryIndex, tenant: str, out: Rebuilt
+async def _rechunk_documents(
+    conn: "asyncpg.Connection[asyncpg.Record]", index: MemoryIndex, tenant: str, out: Rebuilt, *, trusted_only: bool
 ) -> None:
-    """Each trusted document's chunks replaced by those of today's chunking (counts follow `put_document`)."""
+    """Each document's chunks (only trusted ones') replaced by those of today's chunking (counts follow
+    `put_document`; unchanged text keeps its vector)."""
     for doc in await conn.fetch(DOCUMENTS, uuid.UUID(tenant)):
-        if trusted_path(doc["path"]):
+        if not trusted_only or trusted_path(doc["path"]):
             out.chunks += await index.put_document(
                 conn, tenant, doc["agent_id"], doc["path"], doc["version"], doc["text"], doc["updated_at"]
             )

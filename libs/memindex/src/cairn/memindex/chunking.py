@@ -21,11 +21,13 @@ def estimate_tokens(text: str) -> int:
 
 @dataclass(frozen=True)
 class Span:
-    """Lines `first..last` (indexes into the input, inclusive) and the chunk's text."""
+    """Lines `first..last` (indexes into the input, inclusive) and the chunk's text; `context` names it without
+    being among its lines (the headings and parent items above a document's entry, `entries`)."""
 
     first: int
     last: int
     text: str
+    context: str = ""
 
 
 def split_long(text: str, max_tokens: int) -> list[str]:

@@ -69,14 +69,14 @@ class MemoryIndex:
         return await store.delete_document(conn, uuid.UUID(tenant), agent, path)
 
     def document_rows(self, path: str, version: int, text: str, at: datetime) -> list[ChunkRow]:
-        """Chunks of a document: a trusted one's are its entries (`entries`), any other's overlapping windows."""
-        cut = chunk_entries if trusted_path(path) else chunk_lines
-        spans = cut(text.splitlines(), self.settings.chunk_tokens, self.settings.overlap_tokens)
+        """Chunks of a memory document, whatever its path: its entries (`entries`), each with its context."""
+        spans = chunk_entries(text.splitlines(), self.settings.chunk_tokens, self.settings.overlap_tokens)
         dated = dated_note(path)
         return [
-            _row("memory", s.first + 1, s.last + 1, s.text, path=path, version=version, dated=dated, occurred_at=at)
+            _row("memory", s.first + 1, s.last + 1, s.text, path=path, version=version, dated=dated, occurred_at=at,
+                 context=s.context or None)
             for s in spans
-        ]
+        ]  # fmt: skip
 
     async def index_session(
         self, conn: Connection, tenant: str, agent: str, session_id: uuid.UUID, slice_turns: int | None = None
@@ -153,7 +153,7 @@ class MemoryIndex:
             return None
         known = await store.known_vectors(conn, tenant, model, [row.content_hash for row in rows])
         missing = [row for row in rows if row.content_hash not in known]
-        fresh = await self.embedder.embed([row.text for row in missing]) if missing else None
+        fresh = await self.embedder.embed([row.searched for row in missing]) if missing else None
         made = {row.content_hash: fresh[i] for i, row in enumerate(missing)} if fresh is not None else {}
         width = dims or (fresh.shape[1] if fresh is not None else len(next(iter(known.values()))))
         out = np.empty((len(rows), width), dtype=np.float32)
@@ -162,13 +162,16 @@ class MemoryIndex:
         return out
 
 
-def _row(source: str, start: int, end: int, text: str, **fields: object) -> ChunkRow:
+def _row(source: str, start: int, end: int, text: str, context: str | None = None, **fields: object) -> ChunkRow:
+    """A chunk whose words and vector are those of its context and text together (`ChunkRow.searched`)."""
+    searched = store.searched_text(context, text)
     return ChunkRow(
         source=source,
         start_line=start,
         end_line=end,
         text=text,
-        terms=to_tsvector_literal(index_terms(text)),
-        content_hash=content_hash(text),
+        terms=to_tsvector_literal(index_terms(searched)),
+        content_hash=content_hash(searched),
+        context=context,
         **fields,  # type: ignore[arg-type]
     )

@@ -21,9 +21,9 @@ Connection = Any
 
 INSERT_CHUNK = """
 INSERT INTO indexer.memory_chunks (tenant_id, agent_id, source, path, version, session_key, session_id, start_line,
-    end_line, text, terms, content_hash, message_ids, dated, occurred_at, model, dims, embedding, external_ids)
+    end_line, text, terms, content_hash, message_ids, dated, occurred_at, model, dims, embedding, external_ids, context)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::tsvector, $12, $13, $14, $15, $16, $17, $18::real[]::vector,
-        $19)
+        $19, $20)
 """
 KNOWN_VECTORS = """
 SELECT DISTINCT ON (content_hash) content_hash, embedding::real[] AS embedding FROM indexer.memory_chunks
@@ -146,8 +146,9 @@ AGENT_SESSIONS = """
 SELECT session_id, min(session_key) AS session_key FROM indexer.memory_turns
 WHERE tenant_id = $1 AND agent_id = $2 GROUP BY session_id
 """
+# A chunk is embedded with its context (`ChunkRow.searched`), so it is re-embedded with it too.
 STALE_CHUNKS = """
-SELECT chunk_id, content_hash, text FROM indexer.memory_chunks
+SELECT chunk_id, content_hash, concat_ws(E'\n', context, text) AS text FROM indexer.memory_chunks
 WHERE tenant_id = $1 AND agent_id = $2 AND model IS DISTINCT FROM $3
 LIMIT $4
 """
@@ -197,6 +198,16 @@ class ChunkRow:
     external_ids: tuple[str | None, ...] = ()
     dated: date | None = None
     occurred_at: datetime | None = None
+    context: str | None = None  # the headings and parent items above a document's entry (`entries`)
+
+    @property
+    def searched(self) -> str:
+        return searched_text(self.context, self.text)
+
+
+def searched_text(context: str | None, text: str) -> str:
+    """What a chunk's vector and words are made of: its context, then its own lines (as STALE_CHUNKS reads it)."""
+    return f"{context}\n{text}" if context else text
 
 
 async def known_vectors(conn: Connection, tenant: uuid.UUID, model: str, hashes: Sequence[bytes]) -> dict[bytes, Any]:
@@ -222,7 +233,7 @@ async def insert_chunks(
         [
             (tenant, agent, r.source, r.path, r.version, r.session_key, r.session_id, r.start_line, r.end_line, r.text,
              r.terms, r.content_hash, list(r.message_ids), r.dated, r.occurred_at, model, dims, embeddings[i],
-             list(r.external_ids))
+             list(r.external_ids), r.context)
             for i, r in enumerate(rows)
         ],
     )  # fmt: skip

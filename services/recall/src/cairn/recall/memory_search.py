@@ -125,6 +125,8 @@ class MemorySearch:
         picked = mmr(ranked, vectors, query.limit, self._options.mmr_lambda)
         held = {c.key: details[c.key].message_ids for c in ranked if details[c.key].source == "sessions"}
         picked = keep_best_messages(picked, ranked, held, messages, query.limit)
+        # MMR picks in the order that penalises near-duplicates, not by score: hits are listed by the score they show
+        picked = sorted(picked, key=lambda c: -c.score)
         terms = parsed.terms if parsed else ()
         found.hits = [self._hit(details[c.key], c.score, terms, query.agent, messages) for c in picked]
         return found
