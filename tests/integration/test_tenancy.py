@@ -144,7 +144,8 @@ async def test_the_service_role_is_not_superuser_does_not_bypass_rls_and_owns_no
     # settings read with the due sessions (0096); the chunks' full-text keys are kept and read by owner triggers
     # and functions (0135), as are the exact scan's vector rows (memindex V0002; cairn_app reads them by policy)
     owner_readable = {
-        "ingest.tenants", "ingest.api_keys", "ingest.audit_log", "indexer.messages", "indexer.memory_chunks", "indexer.memory_chunk_keys",
+        "ingest.tenants", "ingest.api_keys", "ingest.audit_log", "indexer.messages", "indexer.memory_chunks",
+        "indexer.memory_chunk_keys",
         "indexer.memory_pending", "indexer.memory_turns", "indexer.memory_agents", "indexer.memory_chunk_vectors",
     }  # fmt: skip
     unprotected = [t["name"] for t in tables if not t["relrowsecurity"]]
