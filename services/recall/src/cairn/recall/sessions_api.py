@@ -123,7 +123,11 @@ async def _open_session(reads: Reads, agent_id: str, key: str, session_id: uuid.
     return earlier
 
 
-@router.get("/v1/sessions/{session_key:path}/history", response_model=HistoryPage, responses=PROBLEMS)
+@router.get(
+    "/v1/sessions/{session_key:path}/history",
+    response_model=HistoryPage,
+    responses={**PROBLEMS, 403: {"description": "The session is outside what the caller may see (visibility)"}},
+)
 async def history(
     session_key: SessionKey,
     tenant: Tenant,
