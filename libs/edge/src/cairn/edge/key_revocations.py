@@ -43,7 +43,7 @@ class RevocationListener:
         while True:
             try:
                 await self._listen()
-            except (RedisError, OSError) as error:
+            except (RedisError, OSError, TimeoutError) as error:  # TimeoutError: a ping that never went out
                 log.warning(
                     "not listening for key revocations (keys are kept %.0f s meanwhile): %s", FALLBACK_CACHE_S, error
                 )
