@@ -98,3 +98,18 @@ async def test_without_redis_a_key_is_kept_only_the_fallback_time(
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await nowhere.aclose()
+
+
+async def test_last_use_is_written_once_a_minute_per_key_not_per_request(
+    app_pool: "asyncpg.Pool[asyncpg.Record]", admin: "asyncpg.Connection[asyncpg.Record]"
+) -> None:
+    keys = ApiKeys(app_pool)
+    _, key = await _tenant_with_key(app_pool)
+    last_used = "SELECT last_used_at FROM ingest.api_keys WHERE key_hash = $1"
+    assert await admin.fetchval(last_used, key.digest) is None
+    assert await keys.key_for(key.secret) is not None
+    assert await admin.fetchval(last_used, key.digest) is not None  # the first use is written
+    await admin.execute("UPDATE ingest.api_keys SET last_used_at = NULL WHERE key_hash = $1", key.digest)
+    for _ in range(20):
+        assert await keys.key_for(key.secret) is not None
+    assert await admin.fetchval(last_used, key.digest) is None, "no write for the uses within the minute"
