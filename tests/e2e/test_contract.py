@@ -22,6 +22,15 @@ INGEST_PATHS = {
     ("get", "/v1/admin/tenants/{tenant_id}/llm"),
     ("delete", "/v1/admin/tenants/{tenant_id}/llm"),
     ("get", "/v1/admin/tenants/{tenant_id}/usage"),
+    ("post", "/v1/admin/tenants/{tenant_id}/keys"),
+    ("get", "/v1/admin/tenants/{tenant_id}/keys"),
+    ("delete", "/v1/admin/tenants/{tenant_id}/keys/{key_id}"),
+    ("post", "/v1/admin/tenants/{tenant_id}/keys/{key_id}/rotate"),
+    ("post", "/v1/keys"),
+    ("get", "/v1/keys"),
+    ("delete", "/v1/keys/{key_id}"),
+    ("post", "/v1/keys/{key_id}/rotate"),
+    ("get", "/v1/admin/audit"),
 }
 RECALL_PATHS = {
     ("post", "/v1/sessions/search"),

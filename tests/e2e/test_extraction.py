@@ -53,7 +53,7 @@ def test_ten_turns_cost_one_call_of_the_tenants_model(
     services: LocalStack, tenant: Tenant, model_server: ModelServer
 ) -> None:
     admin = {"Authorization": f"Bearer {services.state.admin_token}"}
-    put = httpx.put(f"{services.url('ingest')}/v1/admin/tenants/{tenant.tenant_id}/model",
+    put = httpx.put(f"{services.url('ingest')}/v1/admin/tenants/{tenant.tenant_id}/llm",
                     json={"base_url": model_server.url, "model": "test-model"}, headers=admin, timeout=10)  # fmt: skip
     assert put.status_code == 200, put.text
     plan = {"kind": "plan", "text": "User flies to Shanghai next Tuesday", "entity": "user", "relation": "trip",

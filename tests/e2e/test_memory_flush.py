@@ -68,7 +68,7 @@ def flushes(stack: LocalStack, tenant: Tenant) -> list[asyncpg.Record]:
 def use_model(stack: LocalStack, tenant: Tenant, server: ModelServer) -> None:
     admin = {"Authorization": f"Bearer {stack.state.admin_token}"}
     put = httpx.put(
-        f"{stack.url('ingest')}/v1/admin/tenants/{tenant.tenant_id}/model",
+        f"{stack.url('ingest')}/v1/admin/tenants/{tenant.tenant_id}/llm",
         json={"base_url": server.url, "model": "test-model"},
         headers=admin,
         timeout=10,

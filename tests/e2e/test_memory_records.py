@@ -140,7 +140,7 @@ def test_with_a_model_the_grey_zone_is_judged_in_one_call(services: LocalStack, 
     admin = {"Authorization": f"Bearer {services.state.admin_token}"}
     with ModelServer() as server:
         override = httpx.put(
-            f"{services.url('ingest')}/v1/admin/tenants/{tenant.tenant_id}/model",
+            f"{services.url('ingest')}/v1/admin/tenants/{tenant.tenant_id}/llm",
             json={"base_url": server.url, "model": "test-model"},
             headers=admin,
             timeout=10,

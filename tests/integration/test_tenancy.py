@@ -144,7 +144,8 @@ async def test_the_service_role_is_not_superuser_does_not_bypass_rls_and_owns_no
     # settings read with the due sessions (0096); the chunks' full-text keys are kept and read by owner triggers
     # and functions (0135), as are the exact scan's vector rows (memindex V0002; cairn_app reads them by policy)
     owner_readable = {
-        "ingest.tenants", "ingest.api_keys", "indexer.messages", "indexer.memory_chunks", "indexer.memory_chunk_keys",
+        "ingest.tenants", "ingest.api_keys", "ingest.audit_log", "indexer.messages", "indexer.memory_chunks",
+        "indexer.memory_chunk_keys",
         "indexer.memory_pending", "indexer.memory_turns", "indexer.memory_agents", "indexer.memory_chunk_vectors",
     }  # fmt: skip
     unprotected = [t["name"] for t in tables if not t["relrowsecurity"]]
@@ -214,15 +215,38 @@ async def test_a_revoked_key_no_longer_authenticates(app_pool: Pool, admin: Admi
         assert await conn.fetchval("SELECT ingest.authenticate($1)", key.digest) is None
 
 
-async def test_the_service_role_cannot_write_keys_directly(app_pool: Pool) -> None:
-    tenant = str(uuid.uuid4())
-    with pytest.raises(asyncpg.InsufficientPrivilegeError, match="permission denied"):
-        async with tenant_transaction(app_pool, tenant) as conn:
+async def test_the_service_role_writes_keys_of_its_tenant_only(app_pool: Pool) -> None:
+    """The key API writes a tenant's keys in that tenant's transaction: row-level security refuses a key of
+    another tenant, and a key's scopes, once created, cannot be changed by the service role."""
+    tenant, key = uuid.uuid4(), new_api_key()
+    async with app_pool.acquire() as conn:
+        await conn.fetchval("SELECT ingest.create_tenant($1, $2, $3, $4)", tenant, "acme", key.digest, key.prefix)
+    with pytest.raises(asyncpg.InsufficientPrivilegeError, match="row-level security"):
+        async with tenant_transaction(app_pool, str(uuid.uuid4())) as conn:
             await conn.execute(
                 "INSERT INTO ingest.api_keys (key_hash, tenant_id, key_prefix) VALUES ($1, $2, 'ck_x')",
                 hash_key("ck_x"),
-                uuid.UUID(tenant),
+                tenant,
             )
+    with pytest.raises(asyncpg.InsufficientPrivilegeError, match="permission denied"):
+        async with tenant_transaction(app_pool, str(tenant)) as conn:
+            await conn.execute("UPDATE ingest.api_keys SET scopes = '{admin}'")
+
+
+async def test_the_audit_log_is_append_only_and_closed_to_the_service_role(app_pool: Pool) -> None:
+    tenant = uuid.uuid4()
+    async with tenant_transaction(app_pool, str(tenant)) as conn:
+        await conn.execute(
+            "INSERT INTO ingest.audit_log (actor, tenant_id, action) VALUES ('admin', $1, 'test.append')", tenant
+        )
+    for statement in ("SELECT count(*) FROM ingest.audit_log", "UPDATE ingest.audit_log SET action = 'x'",
+                      "DELETE FROM ingest.audit_log"):  # fmt: skip
+        with pytest.raises(asyncpg.InsufficientPrivilegeError, match="permission denied"):
+            async with tenant_transaction(app_pool, str(tenant)) as conn:
+                await conn.execute(statement)
+    async with app_pool.acquire() as conn:
+        rows = await conn.fetch("SELECT actor, action FROM ingest.audit_entries($1, NULL, 10)", tenant)
+    assert [dict(r) for r in rows] == [{"actor": "admin", "action": "test.append"}]
 
 
 async def test_a_tenant_set_admits_those_tenants_for_the_projector_role_only(

@@ -1976,6 +1976,19 @@ CREATE TYPE indexer.turn_row AS (
 	external_id text
 );
 
+-- ingest ACL COLUMN api_keys.expires_at
+GRANT UPDATE(expires_at) ON TABLE ingest.api_keys TO cairn_app;
+
+-- ingest ACL COLUMN api_keys.last_used_at
+GRANT UPDATE(last_used_at) ON TABLE ingest.api_keys TO cairn_app;
+
+-- ingest ACL COLUMN api_keys.revoked_at
+GRANT UPDATE(revoked_at) ON TABLE ingest.api_keys TO cairn_app;
+
+-- ingest ACL FUNCTION audit_entries(p_tenant_id uuid, p_since timestamp with time zone, p_limit integer)
+REVOKE ALL ON FUNCTION ingest.audit_entries(p_tenant_id uuid, p_since timestamp with time zone, p_limit integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION ingest.audit_entries(p_tenant_id uuid, p_since timestamp with time zone, p_limit integer) TO cairn_app;
+
 -- ingest ACL FUNCTION authenticate(p_key_hash bytea)
 REVOKE ALL ON FUNCTION ingest.authenticate(p_key_hash bytea) FROM PUBLIC;
 GRANT ALL ON FUNCTION ingest.authenticate(p_key_hash bytea) TO cairn_app;
@@ -1984,11 +1997,18 @@ GRANT ALL ON FUNCTION ingest.authenticate(p_key_hash bytea) TO cairn_app;
 REVOKE ALL ON FUNCTION ingest.create_tenant(p_tenant_id uuid, p_name text, p_key_hash bytea, p_key_prefix text) FROM PUBLIC;
 GRANT ALL ON FUNCTION ingest.create_tenant(p_tenant_id uuid, p_name text, p_key_hash bytea, p_key_prefix text) TO cairn_app;
 
+-- ingest ACL FUNCTION key_grant(p_key_hash bytea)
+REVOKE ALL ON FUNCTION ingest.key_grant(p_key_hash bytea) FROM PUBLIC;
+GRANT ALL ON FUNCTION ingest.key_grant(p_key_hash bytea) TO cairn_app;
+
 -- ingest ACL TABLE agent_configs
 GRANT SELECT,INSERT,UPDATE ON TABLE ingest.agent_configs TO cairn_app;
 
 -- ingest ACL TABLE api_keys
-GRANT SELECT ON TABLE ingest.api_keys TO cairn_app;
+GRANT SELECT,INSERT ON TABLE ingest.api_keys TO cairn_app;
+
+-- ingest ACL TABLE audit_log
+GRANT INSERT ON TABLE ingest.audit_log TO cairn_app;
 
 -- ingest ACL TABLE tenants
 GRANT SELECT ON TABLE ingest.tenants TO cairn_app;
@@ -1997,9 +2017,17 @@ GRANT SELECT ON TABLE ingest.tenants TO cairn_app;
 ALTER TABLE ONLY ingest.agent_configs
     ADD CONSTRAINT agent_configs_pkey PRIMARY KEY (tenant_id, agent_id);
 
+-- ingest CONSTRAINT api_keys api_keys_key_id_key
+ALTER TABLE ONLY ingest.api_keys
+    ADD CONSTRAINT api_keys_key_id_key UNIQUE (key_id);
+
 -- ingest CONSTRAINT api_keys api_keys_pkey
 ALTER TABLE ONLY ingest.api_keys
     ADD CONSTRAINT api_keys_pkey PRIMARY KEY (key_hash);
+
+-- ingest CONSTRAINT audit_log audit_log_pkey
+ALTER TABLE ONLY ingest.audit_log
+    ADD CONSTRAINT audit_log_pkey PRIMARY KEY (entry_id);
 
 -- ingest CONSTRAINT tenants tenants_pkey
 ALTER TABLE ONLY ingest.tenants
@@ -2009,12 +2037,24 @@ ALTER TABLE ONLY ingest.tenants
 ALTER TABLE ONLY ingest.api_keys
     ADD CONSTRAINT api_keys_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES ingest.tenants(tenant_id);
 
+-- ingest FUNCTION audit_entries(uuid, timestamp with time zone, integer)
+CREATE FUNCTION ingest.audit_entries(p_tenant_id uuid, p_since timestamp with time zone, p_limit integer) RETURNS TABLE(at timestamp with time zone, actor text, tenant_id uuid, action text, target text, client text)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'ingest', 'pg_temp'
+    AS $$
+    SELECT a.at, a.actor, a.tenant_id, a.action, a.target, a.client FROM ingest.audit_log a
+    WHERE (p_tenant_id IS NULL OR a.tenant_id = p_tenant_id) AND (p_since IS NULL OR a.at >= p_since)
+    ORDER BY a.at, a.entry_id
+    LIMIT p_limit
+$$;
+
 -- ingest FUNCTION authenticate(bytea)
 CREATE FUNCTION ingest.authenticate(p_key_hash bytea) RETURNS uuid
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'ingest', 'pg_temp'
     AS $$
     SELECT tenant_id FROM ingest.api_keys WHERE key_hash = p_key_hash AND revoked_at IS NULL
+      AND (expires_at IS NULL OR expires_at > now())
 $$;
 
 -- ingest FUNCTION create_tenant(uuid, text, bytea, text)
@@ -2029,14 +2069,32 @@ BEGIN
 END
 $$;
 
+-- ingest FUNCTION key_grant(bytea)
+CREATE FUNCTION ingest.key_grant(p_key_hash bytea) RETURNS TABLE(tenant_id uuid, key_id uuid, scopes text[], agents text[], expires_at timestamp with time zone)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'ingest', 'pg_temp'
+    AS $$
+    SELECT k.tenant_id, k.key_id, k.scopes, k.agents, k.expires_at FROM ingest.api_keys k
+    WHERE k.key_hash = p_key_hash AND k.revoked_at IS NULL AND (k.expires_at IS NULL OR k.expires_at > now())
+$$;
+
 -- ingest INDEX api_keys_tenant
 CREATE INDEX api_keys_tenant ON ingest.api_keys USING btree (tenant_id);
+
+-- ingest INDEX audit_log_at
+CREATE INDEX audit_log_at ON ingest.audit_log USING btree (at);
+
+-- ingest INDEX audit_log_tenant_at
+CREATE INDEX audit_log_tenant_at ON ingest.audit_log USING btree (tenant_id, at);
 
 -- ingest POLICY agent_configs tenant_isolation
 CREATE POLICY tenant_isolation ON ingest.agent_configs USING ((tenant_id = cairn.current_tenant())) WITH CHECK ((tenant_id = cairn.current_tenant()));
 
 -- ingest POLICY api_keys tenant_isolation
 CREATE POLICY tenant_isolation ON ingest.api_keys USING ((tenant_id = cairn.current_tenant())) WITH CHECK ((tenant_id = cairn.current_tenant()));
+
+-- ingest POLICY audit_log tenant_isolation
+CREATE POLICY tenant_isolation ON ingest.audit_log USING ((tenant_id = cairn.current_tenant())) WITH CHECK ((tenant_id = cairn.current_tenant()));
 
 -- ingest POLICY tenants tenant_isolation
 CREATE POLICY tenant_isolation ON ingest.tenants USING ((tenant_id = cairn.current_tenant())) WITH CHECK ((tenant_id = cairn.current_tenant()));
@@ -2046,6 +2104,9 @@ ALTER TABLE ingest.agent_configs ENABLE ROW LEVEL SECURITY;
 
 -- ingest ROW SECURITY api_keys
 ALTER TABLE ingest.api_keys ENABLE ROW LEVEL SECURITY;
+
+-- ingest ROW SECURITY audit_log
+ALTER TABLE ingest.audit_log ENABLE ROW LEVEL SECURITY;
 
 -- ingest ROW SECURITY tenants
 ALTER TABLE ingest.tenants ENABLE ROW LEVEL SECURITY;
@@ -2067,7 +2128,27 @@ CREATE TABLE ingest.api_keys (
     tenant_id uuid NOT NULL,
     key_prefix text NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    revoked_at timestamp with time zone
+    revoked_at timestamp with time zone,
+    key_id uuid DEFAULT gen_random_uuid() NOT NULL,
+    name text DEFAULT 'default'::text NOT NULL,
+    scopes text[] DEFAULT ARRAY['write'::text, 'read'::text, 'memory:write'::text, 'admin'::text] NOT NULL,
+    agents text[],
+    expires_at timestamp with time zone,
+    last_used_at timestamp with time zone,
+    CONSTRAINT api_keys_agents_check CHECK (((agents IS NULL) OR (cardinality(agents) >= 1))),
+    CONSTRAINT api_keys_name_check CHECK (((length(name) >= 1) AND (length(name) <= 200))),
+    CONSTRAINT api_keys_scopes_check CHECK (((cardinality(scopes) >= 1) AND (scopes <@ ARRAY['write'::text, 'read'::text, 'memory:write'::text, 'admin'::text])))
+);
+
+-- ingest TABLE audit_log
+CREATE TABLE ingest.audit_log (
+    entry_id uuid DEFAULT gen_random_uuid() NOT NULL,
+    at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    actor text NOT NULL,
+    tenant_id uuid NOT NULL,
+    action text NOT NULL,
+    target text,
+    client text
 );
 
 -- ingest TABLE tenants

@@ -148,7 +148,7 @@ def run_extraction(
 
 def _use_model(endpoints: dict[str, str], tenant: str, model: ScriptedModel) -> None:
     admin = {"Authorization": f"Bearer {endpoints['CAIRN_ADMIN_TOKEN']}"}
-    response = httpx.put(f"{endpoints['CAIRN_INGEST_URL']}/v1/admin/tenants/{tenant}/model", headers=admin,
+    response = httpx.put(f"{endpoints['CAIRN_INGEST_URL']}/v1/admin/tenants/{tenant}/llm", headers=admin,
                          json={"base_url": model.base_url, "model": "scripted"}, timeout=30)  # fmt: skip
     if response.status_code == 422:
         raise SystemExit("the tenant's model override was refused; start the stack with CAIRN_LLM_ALLOWED_HOSTS="

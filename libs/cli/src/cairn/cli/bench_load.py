@@ -111,7 +111,8 @@ class LoadRun:
         return {"Authorization": f"Bearer {self.tenants[rank].key}"}
 
     async def provision(self) -> None:
-        """Tenants with their agent set to one session per channel peer (the recommended multi-user setting)."""
+        """Tenants with their agent set to one session per channel peer (the recommended multi-user setting), and
+        its visibility ceiling opened to `all`, which the search phase asks for."""
         admin = {"Authorization": f"Bearer {self.endpoints['CAIRN_ADMIN_TOKEN']}"}
         limit = asyncio.Semaphore(8)
 
@@ -120,7 +121,7 @@ class LoadRun:
                 created = await self.ingest.post("/v1/admin/tenants", json={"name": f"load-{rank}"}, headers=admin)
                 body = created.raise_for_status().json()
                 tenant = Tenant(body["api_key"], body["tenant_id"])
-                config = {"dm_scope": "per-channel-peer"}
+                config = {"dm_scope": "per-channel-peer", "sessions_visibility": "all"}
                 auth = {"Authorization": f"Bearer {tenant.key}"}
                 (await self.ingest.put("/v1/agents/main/config", json=config, headers=auth)).raise_for_status()
                 return tenant

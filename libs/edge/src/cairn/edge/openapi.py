@@ -49,6 +49,10 @@ WITH_BODY: dict[str, dict[str, Any]] = {
     "408": {"description": "The request body did not arrive whole in time (`CAIRN_HTTP_BODY_TIMEOUT_S`)"},
     "413": {"description": "The request body is over the size limit (refused before it is read)"},
 }
+# A tenant's key is checked against the route's scope and, for a key limited to agents, the agents it names.
+KEYED: dict[str, dict[str, Any]] = {
+    "403": {"description": "The API key lacks the scope this route needs, or names an agent the key is not for"},
+}
 ADMIN: dict[str, dict[str, Any]] = {
     "403": {"description": "A tenant's API key: admin routes take the admin token"},
 }
@@ -82,8 +86,7 @@ def _edge_answers(path: str, operation: dict[str, Any]) -> dict[str, dict[str, A
     answers = dict(EVERY_ROUTE)
     if "requestBody" in operation:
         answers.update(WITH_BODY)
-    if path.startswith("/v1/admin/"):
-        answers.update(ADMIN)
+    answers.update(ADMIN if path.startswith("/v1/admin/") else KEYED)
     return answers
 
 

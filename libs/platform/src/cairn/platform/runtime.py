@@ -30,6 +30,7 @@ from cairn.delivery.retention import keep_sweeping, recording_consumers
 from cairn.delivery.supervision import Health, Restarts, supervise
 from cairn.edge.auth import ApiKeys
 from cairn.edge.errors import ErrorsAsProblems
+from cairn.edge.key_revocations import RevocationListener
 from cairn.edge.limits import BodyLimit, ConcurrencyLimit
 from cairn.edge.openapi import document_problems
 from cairn.edge.problems import install_problem_handlers
@@ -247,9 +248,10 @@ def create_service_app(
         redis = redis_client(settings.redis.url)
         await broker.connect()
         runtime = Runtime(name, settings, pool, broker, EventPublisher(broker.connection.jetstream()), redis, {})
-        runtime.extras["api_keys"] = ApiKeys(pool)
+        keys = runtime.extras["api_keys"] = ApiKeys(pool)
         await broker.start()
-        wired = wire(runtime) if wire else ()
+        # every service authenticates with the same keys, so every one listens for their revocation
+        wired = [*(wire(runtime) if wire else ()), RevocationListener(redis, keys)]
         restarts = Restarts.of(settings.supervision)
         supervised = [_supervised(p, restarts) for p in wired]
         if recording := recording_consumers(wired):

@@ -16,6 +16,7 @@ from cairn.events import INGEST_STREAM, InboundMessage, MessageReceived
 from cairn.events.fields import Name
 from cairn.events.routing import RoutingError, is_incognito
 from cairn.ingest import incognito
+from cairn.ingest.audit import Actor
 from cairn.ingest.domain import dedup_ids, new_api_key, received, refusal, text_too_large
 from cairn.ingest.json_body import VALIDATION_ERROR, JsonBody
 from cairn.ingest.settings import IngestSettings
@@ -227,5 +228,5 @@ async def create_tenant(body: NewTenant, request: Request) -> CreatedTenant:
     """Create a tenant and its first API key; the key is shown only in this answer."""
     key = new_api_key()
     store: TenantStore = runtime_of(request).extras["tenants"]
-    tenant = await store.create_tenant(body.name, key)
+    tenant = await store.create_tenant(body.name, key, Actor.admin(request.client.host if request.client else None))
     return CreatedTenant(tenant_id=tenant, api_key=key.secret)

@@ -4,10 +4,12 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
 from cairn.delivery.pull import Consumer
-from cairn.ingest import agents_api, api, memory_api, models_api, records_api, sessions_api
+from cairn.ingest import agents_api, api, audit_api, keys_api, memory_api, models_api, records_api, sessions_api
+from cairn.ingest.audit import AuditLog
 from cairn.ingest.inbox import Inbox
 from cairn.ingest.incognito_store import IncognitoThreads
 from cairn.ingest.json_body import document_bodies
+from cairn.ingest.keys import KeyStore
 from cairn.ingest.outcomes import WriteOutcomes
 from cairn.ingest.sessions import SessionDirectory
 from cairn.ingest.settings import IngestSettings
@@ -25,6 +27,8 @@ def create_app(settings: IngestSettings) -> FastAPI:
             listen_cache_seconds=settings.agent_config_listen_cache_s,
         )
         runtime.extras["tenants"] = TenantStore(runtime.pool)
+        runtime.extras["keys"] = KeyStore(runtime.pool)
+        runtime.extras["audit"] = AuditLog(runtime.pool)
         runtime.extras["model_store"] = ModelStore(runtime.pool)
         runtime.extras["agent_configs"] = configs
         runtime.extras["write_outcomes"] = WriteOutcomes(runtime.pool)
@@ -44,6 +48,9 @@ def create_app(settings: IngestSettings) -> FastAPI:
             memory_api.router,
             records_api.router,
             models_api.router,
+            keys_api.admin,
+            keys_api.own,
+            audit_api.router,
         ],
         wire=wire,
         description="The write door: messages, session commands, agent configs, memory writes, admin.",

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 from cairn.edge.problems import Problem
 from cairn.events.fields import Name
 from cairn.ingest.api import ingest_settings, require_admin
+from cairn.ingest.audit import Actor, AuditLog
 from cairn.ingest.store import TenantStore
 from cairn.llm import ModelStore, TenantModel, UsageReport, WindowError, override_refusal, usage_report, usage_window
 from cairn.platform.runtime import runtime_of
@@ -61,6 +62,11 @@ def _models(request: Request) -> ModelStore:
     return store
 
 
+async def _audit(request: Request, tenant: str, action: str, target: str | None) -> None:
+    log: AuditLog = runtime_of(request).extras["audit"]
+    await log.append(Actor.admin(request.client.host if request.client else None), tenant, action, target)
+
+
 async def _existing(request: Request, tenant: uuid.UUID) -> str:
     tenants: TenantStore = runtime_of(request).extras["tenants"]
     if not await tenants.exists(str(tenant)):
@@ -76,6 +82,7 @@ async def put_model(tenant_id: uuid.UUID, body: ModelOverride, request: Request)
         raise Problem(422, f"The request is invalid: base_url {refusal}.", [{"field": "base_url", "message": refusal}])
     tenant = await _existing(request, tenant_id)
     stored = await _models(request).put_override(tenant, body.base_url, body.model, body.api_key)
+    await _audit(request, tenant, "model.set", f"model:{body.model}@{body.base_url}")
     return _view(tenant_id, stored)
 
 
@@ -91,8 +98,10 @@ async def get_model(tenant_id: uuid.UUID, request: Request) -> StoredOverride:
 @router.delete("/v1/admin/tenants/{tenant_id}/llm", status_code=204, responses=NO_TENANT)
 async def delete_model(tenant_id: uuid.UUID, request: Request) -> Response:
     """Back to the deployment's model."""
-    if not await _models(request).delete_override(await _existing(request, tenant_id)):
+    tenant = await _existing(request, tenant_id)
+    if not await _models(request).delete_override(tenant):
         raise Problem(404, f"Tenant {tenant_id} has no model override.")
+    await _audit(request, tenant, "model.delete", None)
     return Response(status_code=204)
 
 

@@ -22,6 +22,8 @@ import asyncpg
 
 from cairn.events import AgentConfig
 from cairn.events.routing import RoutingConfig, routing_config
+from cairn.ingest import audit
+from cairn.ingest.audit import Actor
 from cairn.ingest.domain import NewKey
 from cairn.storage.postgres import tenant_transaction
 
@@ -52,10 +54,11 @@ class TenantStore:
     def __init__(self, pool: "asyncpg.Pool[asyncpg.Record]") -> None:
         self._pool = pool
 
-    async def create_tenant(self, name: str, key: NewKey) -> str:
+    async def create_tenant(self, name: str, key: NewKey, actor: Actor) -> str:
         tenant_id = uuid.uuid4()
-        async with self._pool.acquire() as conn:
+        async with tenant_transaction(self._pool, str(tenant_id)) as conn:
             await conn.fetchval(CREATE_TENANT, tenant_id, name, key.digest, key.prefix)
+            await audit.record(conn, actor, str(tenant_id), "tenant.create", f"tenant:{tenant_id}")
         return str(tenant_id)
 
     async def exists(self, tenant: str) -> bool:

@@ -2,17 +2,18 @@
 
 import json
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
-from cairn.edge.auth import Tenant
+from cairn.edge.auth import Tenant, key_of
 from cairn.events.envelope import POSITION_PATTERN
 from cairn.events.fields import FreeText, Name
 from cairn.platform.runtime import runtime_of, settings_of
 from cairn.recall.queries import MessageHit, Page, ReadStore, Scope
 from cairn.recall.settings import RecallSettings
+from cairn.recall.visibility import Ceilings, Visibility, effective, seen
 from cairn.text import SearchQuery, build_query, snippet, without_phrases
 
 router = APIRouter()
@@ -29,10 +30,12 @@ class SessionSearch(BaseModel):
         default=0, ge=0, le=MAX_OFFSET, description="hits to skip, for a next page (the order is stable)"
     )
     caller_session_key: Name | None = Field(default=None, max_length=512)
-    visibility: Literal["self", "tree", "agent", "all"] = Field(
-        default="tree",
+    visibility: Visibility | None = Field(
+        default=None,
         description="self: the caller's session; tree: it and the sessions forked or spawned from it (all of the "
-        "agent's when the caller is its main session); agent: every session of the agent; all: every agent's",
+        "agent's when the caller is its main session, or none is given); agent: every session of the agent; all: "
+        "every agent's. The agent's `sessions_visibility` is the most a request may see: a wider value is narrowed "
+        "to it; null: that ceiling",
     )
     consistent_with: str | None = Field(default=None, pattern=POSITION_PATTERN)
 
@@ -130,16 +133,11 @@ async def _ranked(
     return relaxed, await store.search_messages(tenant, scope, relaxed, page)
 
 
-async def _scope(store: ReadStore, tenant: str, body: SessionSearch) -> Scope:
-    """What the caller may see; without a caller session, self and tree see what the agent sees."""
-    caller, agent = body.caller_session_key, body.agent_id
-    if body.visibility == "all":
-        return Scope(None, None)
-    if caller is None or body.visibility == "agent" or (body.visibility == "tree" and caller == f"agent:{agent}:main"):
-        return Scope(agent, None)
-    if body.visibility == "self":
-        return Scope(agent, [caller])
-    return Scope(agent, await store.tree_keys(tenant, agent, caller))
+async def _scope(request: Request, tenant: str, body: SessionSearch) -> Scope:
+    """What the caller may see: the request's visibility under the agent's ceiling (`cairn.recall.visibility`)."""
+    ceilings: Ceilings = runtime_of(request).extras["ceilings"]
+    visibility = effective(await ceilings.of(tenant, body.agent_id), body.visibility, key_of(request))
+    return (await seen(_store(request), tenant, body.agent_id, body.caller_session_key, visibility)).scope
 
 
 @router.post("/v1/sessions/search", response_model=SessionSearchResult, tags=["sessions"])
@@ -158,7 +156,7 @@ async def search_sessions(body: SessionSearch, tenant: Tenant, request: Request)
     query = build_query(body.query)
     if query is None:
         return SessionSearchResult(results=[], truncated=False, indexing=indexing)
-    scope = await _scope(store, tenant, body)
+    scope = await _scope(request, tenant, body)
     page = Page(body.limit, body.offset, settings.search_candidates)
     query, rows = await _ranked(store, tenant, scope, body.query, query, page)
     hits = [

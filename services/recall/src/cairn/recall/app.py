@@ -27,6 +27,7 @@ from cairn.recall.records_queries import RecordStore
 from cairn.recall.sessions_api import router as sessions_router
 from cairn.recall.settings import RecallSettings
 from cairn.recall.usage_api import router as usage_router
+from cairn.recall.visibility import Ceilings
 
 
 def create_app(settings: RecallSettings) -> FastAPI:
@@ -34,6 +35,7 @@ def create_app(settings: RecallSettings) -> FastAPI:
         progress = IndexProgress(settings.postgres.url.get_secret_value())
         runtime.extras["reads"] = ReadStore(runtime.pool, progress)
         runtime.extras["history"] = HistoryStore(runtime.pool)
+        runtime.extras["ceilings"] = Ceilings(runtime.pool, settings.agent_config_fresh_s)
         runtime.extras["documents"] = DocumentStore(runtime.pool)
         runtime.extras["records"] = RecordStore(runtime.pool)
         runtime.extras["models"] = Models(settings.llm, runtime.pool)

@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from cairn.delivery.dead_letters import count_dead_letters
-from cairn.edge.auth import Tenant
+from cairn.edge.auth import Tenant, key_of
 from cairn.events.envelope import POSITION_PATTERN
 from cairn.events.extraction import ExtractionFigures, agent_key
 from cairn.events.fields import FreeText, Name
@@ -26,10 +26,13 @@ from cairn.recall.recall_lanes import NO_MODEL
 from cairn.recall.records_queries import RecordReads
 from cairn.recall.session_meta import pending_flushes
 from cairn.recall.settings import RecallSettings
+from cairn.recall.visibility import Ceilings, Visibility, effective, seen
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["memory"])
 AgentId = Annotated[str, Query(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
+# A search whose transcript hits are filtered afterwards asks for this many times the hits, at most MAX_ASKED.
+OVERFETCH, MAX_ASKED = 4, 50
 SOURCES = {"memory": ("memory",), "sessions": ("sessions",), "all": ("memory", "sessions")}
 
 
@@ -44,6 +47,11 @@ class MemorySearchRequest(BaseModel):
     )
     consistent_with: str | None = Field(
         default=None, pattern=POSITION_PATTERN, description="a write's position: wait (bounded) until it is searchable"
+    )
+    visibility: Visibility | None = Field(
+        default=None,
+        description="which transcripts `sessions` hits may come from, as in session search (`all` is the agent's: "
+        "memory is per agent); the agent's `sessions_visibility` is the most a request may see; null: that ceiling",
     )
 
 
@@ -171,12 +179,37 @@ async def search_memory(body: MemorySearchRequest, tenant: Tenant, request: Requ
         reads: MemoryReads = runtime_of(request).extras["memory_reads"]
         bound = settings_of(request, RecallSettings).consistency_wait_s
         indexing = not await reads.wait_for(tenant, body.agent_id, int(body.consistent_with), bound)
-    query = MemoryQuery(
-        body.agent_id, body.query, body.limit, body.min_score, SOURCES[body.corpus], body.caller_session_key
-    )
+    sources, sessions = await _sessions_seen(request, tenant, body)
+    if not sources:
+        return MemorySearchResponse(results=[], fallbacks=[], indexing=indexing)
+    asked = body.limit if sessions is None else min(MAX_ASKED, body.limit * OVERFETCH)
+    query = MemoryQuery(body.agent_id, body.query, asked, body.min_score, sources, body.caller_session_key)
     found = await _search(request).search(tenant, query)
-    hits = [_to_hit(h) for h in found.hits]
+    kept = [
+        h for h in found.hits if sessions is None or h.detail.source == "memory" or h.detail.session_key in sessions
+    ]
+    hits = [_to_hit(h) for h in kept[: body.limit]]
     return MemorySearchResponse(results=hits, fallbacks=found.fallbacks, indexing=indexing)
+
+
+async def _sessions_seen(
+    request: Request, tenant: str, body: MemorySearchRequest
+) -> tuple[tuple[str, ...], set[str] | None]:
+    """The sources to search and the transcripts hits may come from (None: every one of the agent's). With no
+    transcript in sight, transcripts are not searched at all; with some, hits of others are dropped after the
+    search, which asks for more hits to make up for them."""
+    sources = SOURCES[body.corpus]
+    if "sessions" not in sources:
+        return sources, None
+    ceilings: Ceilings = runtime_of(request).extras["ceilings"]
+    visibility = effective(await ceilings.of(tenant, body.agent_id), body.visibility, key_of(request))
+    sight = await seen(runtime_of(request).extras["reads"], tenant, body.agent_id, body.caller_session_key, visibility)
+    if sight.scope.session_keys is None:
+        return sources, None
+    visible = set(sight.scope.session_keys) - {body.caller_session_key}
+    if not visible:
+        return tuple(s for s in sources if s != "sessions"), None
+    return sources, visible
 
 
 @router.get("/v1/memory/status", response_model=MemoryStatus)

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel
 
-from cairn.edge.auth import Tenant
+from cairn.edge.auth import Tenant, key_of
 from cairn.edge.problems import Problem
 from cairn.events.envelope import POSITION_PATTERN
 from cairn.events.fields import EventTime, Name
@@ -32,6 +32,7 @@ from cairn.recall.incognito_reads import IncognitoReads, read_thread
 from cairn.recall.queries import ReadStore
 from cairn.recall.session_meta import SessionMeta, session_meta
 from cairn.recall.settings import RecallSettings
+from cairn.recall.visibility import Ceilings, Visibility, effective, seen
 
 router = APIRouter(tags=["sessions"])
 AgentId = Annotated[str, Query(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
@@ -100,6 +101,16 @@ async def _reader(request: Request, tenant: str, agent: str, key: str) -> AsyncI
         yield reads
 
 
+async def _within_sight(
+    request: Request, tenant: str, agent: str, key: str, caller: str | None, asked: Visibility | None
+) -> None:
+    ceilings: Ceilings = runtime_of(request).extras["ceilings"]
+    visibility = effective(await ceilings.of(tenant, agent), asked, key_of(request))
+    sight = await seen(runtime_of(request).extras["reads"], tenant, agent, caller, visibility)
+    if not sight.admits(agent, key):
+        raise Problem(403, f"Session {key!r} is outside what {sight.caller!r} may see (visibility {visibility}).")
+
+
 async def _open_session(reads: Reads, agent_id: str, key: str, session_id: uuid.UUID | None) -> SessionHead:
     """Another tenant's key is as unknown as a key never used: 404 either way, never a 403."""
     session = await reads.session(agent_id, key)
@@ -113,7 +124,11 @@ async def _open_session(reads: Reads, agent_id: str, key: str, session_id: uuid.
     return earlier
 
 
-@router.get("/v1/sessions/{session_key:path}/history", response_model=HistoryPage, responses=PROBLEMS)
+@router.get(
+    "/v1/sessions/{session_key:path}/history",
+    response_model=HistoryPage,
+    responses={**PROBLEMS, 403: {"description": "The session is outside what the caller may see (visibility)"}},
+)
 async def history(
     session_key: SessionKey,
     tenant: Tenant,
@@ -125,11 +140,16 @@ async def history(
     offset: Annotated[int, Query(ge=0, le=1_000_000)] = 0,
     include_tools: bool = False,
     consistent_with: ConsistentWith = None,
+    caller_session_key: Annotated[Name | None, Query(min_length=1, max_length=512)] = None,
+    visibility: Visibility | None = None,
 ) -> Response:
     """A session's messages, newest page first: the latest window, or the closed window of `message_id`.
 
-    Redacted, at most 4000 characters per text and 80 KB per response; page back with `next_offset`.
+    Redacted, at most 4000 characters per text and 80 KB per response; page back with `next_offset`. A session
+    outside what the caller may see (`visibility` under the agent's `sessions_visibility`, as in session
+    search) is refused with 403.
     """
+    await _within_sight(request, tenant, agent_id, session_key, caller_session_key, visibility)
     roles = roles_shown(include_tools)
     # an incognito thread is held in memory as soon as it is written: there is nothing to wait for
     caught_up = is_incognito(session_key) or await _caught_up(request, tenant, agent_id, consistent_with)

@@ -6,6 +6,7 @@
 CREATE OR REPLACE FUNCTION ingest.authenticate(p_key_hash bytea) RETURNS uuid
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = ingest, pg_temp AS $$
     SELECT tenant_id FROM ingest.api_keys WHERE key_hash = p_key_hash AND revoked_at IS NULL
+      AND (expires_at IS NULL OR expires_at > now())
 $$;
 
 REVOKE ALL ON FUNCTION ingest.authenticate(bytea) FROM PUBLIC;
