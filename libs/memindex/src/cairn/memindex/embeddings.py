@@ -132,8 +132,8 @@ class LocalEmbedder:
         One slice is encoded at a time, cancelled callers included: a thread cannot be stopped, so a caller
         cancelled while its slice is encoding (a recall at its deadline) returns at once, but the turn stays taken
         until that thread ends. Released on cancellation instead, the next caller's encoding would run beside it,
-        and under load every cancelled recall would leave one more thread competing for the cores with the
-        recalls still in time (a 2 s recall was answered after 8.3 s with 50 callers)."""
+        and under load every cancelled recall would leave one more thread competing for the cores (and the GIL)
+        with the recalls still in time."""
         parts = []
         for start in range(0, len(texts), LOCAL_SLICE):
             await self._busy.acquire()
