@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from cairn.cli.bench_recall import run_recall_bench
+from cairn.cli.bench_recall_calibrate import THRESHOLDS
 from cairn.cli.bench_recall_calls import RecallBench
 from cairn.local import LocalStack
 
@@ -74,3 +75,12 @@ def test_every_part_of_the_recall_bench_runs_and_reports(services: LocalStack, t
     assert always["injected"] == always["injected_gold"] == 2, always
     assert always["injected_wrong"] == 0
     assert always["lane2_written_by"] == "extractive 2", "no model: the extractive stand-in wrote lane 2's block"
+
+    calibrated = result["calibrate"]
+    assert [row["threshold"] for row in calibrated] == list(THRESHOLDS)
+    lowest = calibrated[0]
+    assert (lowest["asked"], lowest["right"], lowest["wrong"]) == (2, 2, 0), (
+        "each question's top entry is its gold turn"
+    )
+    assert [row["injected"] for row in calibrated] == sorted((row["injected"] for row in calibrated), reverse=True)
+    assert result["suggested_min_score"]["fitted_on"] == "tiny"

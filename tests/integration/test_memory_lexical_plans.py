@@ -111,6 +111,10 @@ async def test_another_tenants_matches_are_never_answered(app_pool: Pool, admin:
                                  uuid.UUID(tenant))  # fmt: skip
     async with tenant_transaction(app_pool, tenant) as conn:
         with pytest.raises(asyncpg.InsufficientPrivilegeError):
+            await conn.fetch("SELECT * FROM indexer.memory_matches_in_paths($1, 'main', '{memory}', NULL, 'zeppelin', "
+                             "10, '{MEMORY.md}')", uuid.UUID(tenant))  # fmt: skip
+    async with tenant_transaction(app_pool, tenant) as conn:
+        with pytest.raises(asyncpg.InsufficientPrivilegeError):
             await conn.fetch("SELECT * FROM indexer.memory_matches_sample($1, 'main', '{memory}', NULL, 'zeppelin', "
                              "repeat('0', 512)::bit(512), 10)", uuid.UUID(tenant))  # fmt: skip
 
@@ -391,12 +395,13 @@ async def _trusted(admin: Admin, tenant: str, query: str, cap: int) -> tuple[lis
     return [r[0] for r in rows], "\n".join(plans)
 
 
-async def test_trusted_matches_among_the_newest_chunks_are_walked_and_sparse_ones_read_directly(
+async def test_trusted_matches_among_the_newest_chunks_are_walked_and_sparse_ones_read_through_the_keys(
     app_pool: Pool, admin: Admin
 ) -> None:
     """Lane 1's trusted paths: when the newest 4 x cap chunks hold `cap` trusted matches, the walk by recency
-    answers and the direct read (every trusted match of the agent) never runs; when they hold fewer, the direct
-    read answers. Either way the most recent `cap` trusted matches, daily notes and other words left out."""
+    answers and the keys' GIN is never read; when they hold fewer, the full-text keys' GIN finds the matches (not
+    a read of every chunk of the paths). Either way the most recent `cap` trusted matches, daily notes and other
+    words left out."""
     tenant = str(uuid.uuid4())
     rows = [_row(f"harbour fact {i}", i, path="MEMORY.md" if i % 2 else f"memory/bank/b{i % 7}.md") for i in range(400)]
     rows += [_row(f"harbour daily {i}", 400 + i, path="memory/daily/2026-12-01.md") for i in range(30)]
@@ -404,11 +409,49 @@ async def test_trusted_matches_among_the_newest_chunks_are_walked_and_sparse_one
     await _write(app_pool, tenant, rows)
     walked, plans = await _trusted(admin, tenant, "'harbour'", 40)
     assert len(walked) == 40
-    assert DIRECT_READ not in plans, plans
+    assert BITMAP not in plans, plans
     sparse = str(uuid.uuid4())
     rows = [_row(f"harbour fact {i}", i, path="MEMORY.md") for i in range(10)]
     rows += [_row(f"harbour daily {i}", 10 + i, path="memory/daily/2026-12-01.md") for i in range(300)]
     await _write(app_pool, sparse, rows)
     read, plans = await _trusted(admin, sparse, "'harbour'", 40)
     assert len(read) == 10
-    assert DIRECT_READ in plans, plans
+    assert BITMAP in plans, plans
+    assert DIRECT_READ not in plans, plans
+
+
+TRUSTED_BY_DEFINITION = """
+SELECT chunk_id::text FROM indexer.memory_chunks
+WHERE tenant_id = $1 AND agent_id = 'main' AND source = ANY($2::text[]) AND terms @@ $3::tsquery
+  AND ($4::text IS NULL OR session_key IS DISTINCT FROM $4)
+  AND EXISTS (SELECT 1 FROM unnest($5::text[]) p WHERE path = p OR (right(p, 1) = '/' AND starts_with(path, p)))
+ORDER BY occurred_at DESC NULLS LAST, chunk_id LIMIT $6
+"""
+TRUSTED_MATCHES_OF = (
+    "SELECT chunk_id::text FROM indexer.matching_memory_chunks($1, 'main', $2::text[], $3, $4::tsquery, $5, $6)"
+)
+
+
+@pytest.mark.parametrize("query", ["'harbour'", "'harbour' & 'lighthouse'", "'harbour' <-> 'lighthouse'",
+                                   "'lighthouse' | 'garden'", "'absent'"])  # fmt: skip
+@pytest.mark.parametrize("paths", [["MEMORY.md", "memory/bank/"], ["memory/bank/"], ["MEMORY.md"]])
+async def test_the_trusted_matches_read_through_the_keys_are_the_most_recent_matches_of_the_paths(
+    app_pool: Pool, admin: Admin, query: str, paths: list[str]
+) -> None:
+    """Whichever way answers (the walk, or the keys' GIN when it falls short), the rows are those of the
+    definition, in its order: paths as prefixes or exact, a phrase checked on the chunk's own terms (the keys hold
+    no positions), daily notes, another word's chunks, an excluded session and equal times all in the way."""
+    tenant = str(uuid.uuid4())
+    rng = random.Random(29)
+    words = ["harbour lighthouse", "lighthouse harbour", "harbour", "lighthouse", "garden", "harbour and lighthouse"]
+    paths_of = ["MEMORY.md", "memory/bank/a.md", "memory/bank/sub/b.md", "memory/2026-12-01.md", "memory/bankrupt.md"]
+    rows = [_row(f"{rng.choice(words)} note {i}", rng.randrange(300), path=rng.choice(paths_of)) for i in range(600)]
+    rows += [_row(f"harbour lighthouse said {i}", 300 + i, session="agent:main:telegram:1") for i in range(20)]
+    await _write(app_pool, tenant, rows)
+    await admin.execute("SELECT set_config('cairn.tenant_id', $1, false)", tenant)
+    for cap in (1, 7, 40, 300):
+        for sources, exclude in ((["memory"], None), (["memory", "sessions"], "agent:main:telegram:1")):
+            args = (uuid.UUID(tenant), sources, exclude, query, cap, paths)
+            rows_found = await admin.fetch(TRUSTED_MATCHES_OF, *args)
+            expected = await admin.fetch(TRUSTED_BY_DEFINITION, uuid.UUID(tenant), sources, query, exclude, paths, cap)
+            assert [r[0] for r in rows_found] == [r[0] for r in expected], (cap, sources)

@@ -509,6 +509,9 @@ GRANT ALL ON FUNCTION indexer.memory_chunks_on_days(p_tenant uuid, p_agent text,
 -- indexer ACL FUNCTION memory_matches_by_bitmap(p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_query tsquery, p_cap integer)
 REVOKE ALL ON FUNCTION indexer.memory_matches_by_bitmap(p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_query tsquery, p_cap integer) FROM PUBLIC;
 
+-- indexer ACL FUNCTION memory_matches_in_paths(p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_query tsquery, p_cap integer, p_paths text[])
+REVOKE ALL ON FUNCTION indexer.memory_matches_in_paths(p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_query tsquery, p_cap integer, p_paths text[]) FROM PUBLIC;
+
 -- indexer ACL FUNCTION memory_matches_sample(p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_query tsquery, p_required bit, p_rows integer, OUT seen integer, OUT matched integer, OUT passed integer)
 REVOKE ALL ON FUNCTION indexer.memory_matches_sample(p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_query tsquery, p_required bit, p_rows integer, OUT seen integer, OUT matched integer, OUT passed integer) FROM PUBLIC;
 
@@ -757,14 +760,9 @@ BEGIN
         IF walked_rows > 0 THEN
             RETURN;
         END IF;
-        RETURN QUERY SELECT c.chunk_id, c.terms FROM indexer.memory_chunks c
-                     WHERE c.tenant_id = p_tenant AND c.agent_id = p_agent AND c.source = ANY(p_sources)
-                       AND (p_exclude_session_key IS NULL OR c.session_key IS DISTINCT FROM p_exclude_session_key)
-                       AND EXISTS (SELECT 1 FROM unnest(p_paths) p
-                                   WHERE c.path = p OR (right(p, 1) = '/' AND starts_with(c.path, p)))
-                       AND c.terms @@ p_query
-                     ORDER BY c.occurred_at DESC NULLS LAST, c.chunk_id
-                     LIMIT p_cap;
+        RETURN QUERY SELECT m.chunk_id, m.terms
+                     FROM indexer.memory_matches_in_paths(p_tenant, p_agent, p_sources, p_exclude_session_key, p_query,
+                                                          p_cap, p_paths) m;
         RETURN;
     END IF;
     required := indexer.required_term_bits(p_query);
@@ -1102,6 +1100,34 @@ CREATE FUNCTION indexer.memory_matches_by_bitmap(p_tenant uuid, p_agent text, p_
     CROSS JOIN LATERAL (
         SELECT c.chunk_id, c.terms FROM indexer.memory_chunks c
         WHERE c.tenant_id = p_tenant AND c.chunk_id = newest.chunk_id AND c.terms @@ p_query
+    ) m
+    ORDER BY newest.occurred_at DESC NULLS LAST, newest.chunk_id
+    LIMIT p_cap
+$$;
+
+-- indexer FUNCTION memory_matches_in_paths(uuid, text, text[], text, tsquery, integer, text[])
+CREATE FUNCTION indexer.memory_matches_in_paths(p_tenant uuid, p_agent text, p_sources text[], p_exclude_session_key text, p_query tsquery, p_cap integer, p_paths text[]) RETURNS TABLE(chunk_id uuid, terms tsvector)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'indexer', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_hashjoin TO 'off'
+    SET enable_mergejoin TO 'off'
+    SET enable_material TO 'off'
+    AS $$
+    SELECT m.chunk_id, m.terms
+    FROM (
+        SELECT k.chunk_id, k.occurred_at
+        FROM indexer.memory_chunk_keys k
+        WHERE indexer.tenant_terms(k.tenant_id, k.lexemes) @@ indexer.tenant_terms_query(p_tenant, p_query)
+          AND (k.tenant_id = p_tenant) IS TRUE AND p_tenant = cairn.current_tenant() AND (k.agent_id = p_agent) IS TRUE
+          AND k.source = ANY(p_sources) AND (p_exclude_session_key IS NULL OR k.session_key IS DISTINCT FROM p_exclude_session_key)
+        ORDER BY k.occurred_at DESC NULLS LAST, k.chunk_id
+    ) newest
+    CROSS JOIN LATERAL (
+        SELECT c.chunk_id, c.terms FROM indexer.memory_chunks c
+        WHERE c.tenant_id = p_tenant AND c.chunk_id = newest.chunk_id AND c.terms @@ p_query
+          AND EXISTS (SELECT 1 FROM unnest(p_paths) p WHERE c.path = p OR (right(p, 1) = '/' AND starts_with(c.path, p)))
     ) m
     ORDER BY newest.occurred_at DESC NULLS LAST, newest.chunk_id
     LIMIT p_cap

@@ -8,6 +8,8 @@
 - `load`: the same lane-1 recalls from 50 concurrent callers, alone and then while other callers keep lane 2
   busy against a model that never answers (`bench_recall_load`).
 - `datasets`: the shared datasets' questions as recall inputs (`bench_recall_data`).
+- `calibrate`: lane 1's `min_score` read off the datasets: each question's gold turns as trusted bank entries
+  among distractors, precision and recall of the top candidate per threshold (`bench_recall_calibrate`).
 """
 
 import random
@@ -21,6 +23,7 @@ import httpx
 
 from cairn.cli.bench import print_rows, read_endpoints, write_json
 from cairn.cli.bench_memindex import Text, _percentiles, _seeded_key, synthetic_text
+from cairn.cli.bench_recall_calibrate import run_calibration
 from cairn.cli.bench_recall_calls import RecallBench, configure, outcomes_text, recall_body
 from cairn.cli.bench_recall_data import run_datasets
 from cairn.cli.bench_recall_load import run_load
@@ -123,6 +126,10 @@ def run_recall_bench(endpoints: dict[str, str], bench: RecallBench) -> dict[str,
     if "datasets" in bench.parts:
         result["datasets"] = run_datasets(endpoints, bench)
         _show("dataset questions as recall inputs (lane 2: the extractive stand-in, no model)", result["datasets"])
+    if "calibrate" in bench.parts:
+        result["calibrate"], result["suggested_min_score"] = run_calibration(endpoints, bench)
+        _show("lane 1's top candidate per min_score threshold (gold turns among distractors)", result["calibrate"])
+        print(f"\nsuggested min_score: {result['suggested_min_score']}")
     return result
 
 

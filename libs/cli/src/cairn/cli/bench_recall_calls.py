@@ -8,7 +8,7 @@ from typing import Any
 
 import httpx
 
-PARTS = ("lane1", "load", "datasets")
+PARTS = ("lane1", "load", "datasets", "calibrate")
 
 
 @dataclass(frozen=True)

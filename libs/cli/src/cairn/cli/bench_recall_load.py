@@ -53,6 +53,7 @@ class Lane2:
     timeout_ms: int
     outcomes: Counter[str] = field(default_factory=Counter)
     samples: list[float] = field(default_factory=list)
+    served: list[float] = field(default_factory=list)  # the service's own `elapsed_ms` of each, in seconds
     agents_used: int = 0
     timeouts: list[str] = field(default_factory=list)  # their trace ids: where did the deadline fall?
 
@@ -89,6 +90,7 @@ async def _lane2_caller(recall: httpx.AsyncClient, ingest: httpx.AsyncClient, la
         started = time.perf_counter()
         answer = (await recall.post("/v1/recall", json=recall_body(agent, question))).raise_for_status().json()
         lane2.samples.append(time.perf_counter() - started)
+        lane2.served.append(answer["elapsed_ms"] / 1000)
         lane2.outcomes[answer["outcome"]] += 1
         if answer["outcome"] == "timeout":
             lane2.timeouts.append(answer["trace_id"])
@@ -189,7 +191,9 @@ def where_timeouts_fell(recall_url: str, lane2: Lane2) -> Counter[str]:
 def _lane2_row(lane2: Lane2, hang: HangingModel, fell: Counter[str]) -> dict[str, Any]:
     figures = _percentiles(lane2.samples or [0.0])
     return {"phase": "lane 2 against the hanging model", "p50_ms": figures["p50_ms"], "p99_ms": figures["p99_ms"],
-            "max_ms": round(max(lane2.samples or [0.0]) * 1000, 2), "recalls": len(lane2.samples),
+            "max_ms": round(max(lane2.samples or [0.0]) * 1000, 2), "deadline_ms": lane2.timeout_ms,
+            "latest_past_deadline_ms": round(max(lane2.samples or [0.0]) * 1000 - lane2.timeout_ms, 2),
+            "served_max_ms": round(max(lane2.served or [0.0]) * 1000, 2), "recalls": len(lane2.samples),
             "outcomes": outcomes_text(lane2.outcomes), "timeouts_fell": outcomes_text(fell),
             "agents": lane2.agents_used,
             "model_calls": hang.requests, "model_calls_closed_by_cairn": hang.disconnects,

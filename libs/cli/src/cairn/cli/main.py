@@ -283,7 +283,7 @@ def load_settings(args: argparse.Namespace) -> LoadSettings:
 def recall_settings(args: argparse.Namespace) -> RecallBench:
     """`bench recall`'s flags as its settings; the datasets are looked for only when their part runs."""
     parts = RECALL_PARTS if args.part == "all" else (args.part,)
-    data = dataset_folders(args.datasets, args.data) if "datasets" in parts else ()
+    data = dataset_folders(args.datasets, args.data) if {"datasets", "calibrate"} & set(parts) else ()
     return RecallBench(
         parts=parts, sizes=tuple(int(n) for n in args.sizes.split(",") if n), queries=args.queries,
         concurrency=args.concurrency, load_queries=args.load_queries, lane2_callers=args.lane2_callers,

@@ -127,12 +127,33 @@ class LocalEmbedder:
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
         """Encoded a slice at a time, each slice in turn with other callers': a document edit's few chunks
-        wait for one slice of a long transcript's, not for all of them (a 10,000-turn session is a minute)."""
+        wait for one slice of a long transcript's, not for all of them (a 10,000-turn session is a minute).
+
+        One slice is encoded at a time, cancelled callers included: a thread cannot be stopped, so a caller
+        cancelled while its slice is encoding (a recall at its deadline) returns at once, but the turn stays taken
+        until that thread ends. Released on cancellation instead, the next caller's encoding would run beside it,
+        and under load every cancelled recall would leave one more thread competing for the cores (and the GIL)
+        with the recalls still in time."""
         parts = []
         for start in range(0, len(texts), LOCAL_SLICE):
-            async with self._busy:
-                parts.append(await asyncio.to_thread(self.encode, texts[start : start + LOCAL_SLICE]))
+            await self._busy.acquire()
+            try:
+                encoding = asyncio.get_running_loop().run_in_executor(
+                    None, self.encode, texts[start : start + LOCAL_SLICE]
+                )
+            except BaseException:
+                self._busy.release()
+                raise
+            encoding.add_done_callback(self._encoded)
+            parts.append(await asyncio.shield(encoding))
         return np.concatenate(parts) if parts else np.zeros((0, LOCAL_DIMENSIONS), dtype=np.float32)
+
+    def _encoded(self, encoding: "asyncio.Future[Vectors]") -> None:
+        """A slice's thread has ended: the next caller's turn. Its error is retrieved here too, as a cancelled
+        caller no longer awaits it (the caller that still does gets it raised)."""
+        self._busy.release()
+        if not encoding.cancelled():
+            encoding.exception()
 
 
 class RemoteEmbeddingError(RuntimeError):

@@ -36,6 +36,7 @@ from cairn.recall.memory_ranking import (
     mmr,
     rank_turns,
 )
+from cairn.recall.query_vectors import QueryVectors
 from cairn.text import build_query, index_terms, snippet
 
 log = logging.getLogger(__name__)
@@ -87,6 +88,7 @@ class _Scored:
 class MemorySearch:
     def __init__(self, reads: MemoryReads, embedder: Embedder, options: RankingOptions) -> None:
         self._reads, self._embedder, self._options = reads, embedder, options
+        self._vectors = QueryVectors(embedder)
 
     async def search(self, tenant: str, query: MemoryQuery) -> Found:
         where = Where(tenant, query.agent, query.sources, query.caller_session_key, query.paths)
@@ -178,7 +180,7 @@ class MemorySearch:
 
     async def _embed(self, text: str, found: Found) -> Vector | None:
         try:
-            vector: Vector = (await self._embedder.embed([text]))[0]
+            vector: Vector = await self._vectors.vector(text)
         except RemoteEmbeddingError as error:
             log.warning("query embedding failed, searching lexically: %s", error)
             found.fallbacks.append(f"lexical only for this query: the embedding provider failed ({error})")
