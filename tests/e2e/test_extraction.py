@@ -6,6 +6,7 @@ and with no model, what is pending, never faked."""
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -66,3 +67,23 @@ def test_ten_turns_cost_one_call_of_the_tenants_model(
     assert extraction["prompt_tokens"] == 500
     assert len(model_server.requests) == 1
     assert all(f"turn {n}:" in model_server.requests[0].messages[-1]["content"] for n in range(10))
+
+    # the candidate becomes a record (through a record request in the ingest stream), dated and rendered
+    deadline, records = time.monotonic() + 30, list[dict[str, Any]]()
+    while not records and time.monotonic() < deadline:
+        listed = tenant.recall.get("/v1/memory/records", params={"agent_id": "main"})
+        assert listed.status_code == 200, listed.text
+        records = listed.json()["records"]
+        time.sleep(0.2)
+    assert [(r["kind"], r["text"], r["original"]) for r in records] == [
+        ("plan", "User flies to Shanghai next Tuesday", "下周二我去上海")
+    ]
+    record = records[0]
+    assert record["provenance"]["origin"] == "owner"
+    assert len(record["provenance"]["message_ids"]) == 1
+    said = datetime.fromisoformat(record["recorded_at"])
+    assert datetime.fromisoformat(record["valid_from"]).weekday() == 1  # a Tuesday: "下周二" resolved
+    assert datetime.fromisoformat(record["valid_from"]) > said - timedelta(days=1)
+    bank = tenant.recall.get("/v1/memory/files/memory/bank/plans.md", params={"agent_id": "main"})
+    assert bank.status_code == 200, bank.text
+    assert "User flies to Shanghai next Tuesday" in bank.json()["text"]

@@ -199,6 +199,15 @@ class RecordRequested(Envelope):
     session_key: Name | None = None
     message_ids: tuple[Name, ...] = ()
     origin: Literal["owner", "agent", "untrusted", "system"] = "agent"
+    # What model extraction (consolidation) adds when it asks for a record of what was said: the words as said,
+    # when the fact holds in the world (a resolved "next Tuesday"), whether the speaker corrected an earlier value,
+    # and that it was not asked for explicitly (it then passes the importance gate like any candidate).
+    session_id: Name | None = None
+    original: FreeText | None = Field(default=None, max_length=MAX_RECORD_CHARS)
+    valid_from: EventTime | None = None
+    valid_until: EventTime | None = None
+    correction: bool = False
+    explicit: bool = True
 
 
 class DocumentChanged(Envelope):

@@ -7,7 +7,7 @@ from redis.asyncio import Redis
 
 from cairn.consolidation.extraction import OnCandidates
 from cairn.consolidation.extraction_window import ExtractionWindow
-from cairn.consolidation.extraction_worker import ExtractionWorker, TranscriptTurns, log_candidates
+from cairn.consolidation.extraction_worker import ExtractionWorker, TranscriptTurns
 from cairn.consolidation.flush_worker import FlushWorker
 from cairn.consolidation.handlers import bind, on_compaction_imminent, on_reset_boundary
 from cairn.consolidation.records_handlers import (
@@ -15,6 +15,7 @@ from cairn.consolidation.records_handlers import (
     on_memory_write,
     on_record_requested,
     on_transcript_appended,
+    publish_as_requests,
 )
 from cairn.consolidation.settings import ConsolidationSettings, ExtractionSettings
 from cairn.delivery.consumer import Handler, Projection
@@ -60,8 +61,9 @@ def extraction_window(redis: "Redis", settings: ExtractionSettings) -> Extractio
     )
 
 
-def create_app(settings: ConsolidationSettings, on_candidates: OnCandidates = log_candidates) -> FastAPI:
-    """`on_candidates`: where candidates extracted by model go."""
+def create_app(settings: ConsolidationSettings, on_candidates: OnCandidates | None = None) -> FastAPI:
+    """`on_candidates`: where candidates extracted by model go; by default, as record requests into the ingest
+    stream, which this service's record writer applies like any other."""
 
     def wire(runtime: Runtime) -> list[Consumer]:
         models = runtime.extras["models"] = Models(settings.llm, runtime.pool)  # for the memory writer
@@ -96,7 +98,8 @@ def create_app(settings: ConsolidationSettings, on_candidates: OnCandidates = lo
         if extraction.enabled:
             window = runtime.extras["extraction_window"] = extraction_window(runtime.redis, extraction)
             consumers.append(TranscriptTurns(runtime.publisher.js, settings.nats, window, extraction))
-            consumers.append(ExtractionWorker(window, models, extraction, on_candidates))
+            handed = on_candidates or publish_as_requests(runtime.publisher)
+            consumers.append(ExtractionWorker(window, models, extraction, handed))
         return consumers
 
     return create_service_app(

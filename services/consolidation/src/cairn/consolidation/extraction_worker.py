@@ -18,7 +18,6 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from pydantic import ValidationError
 
-from cairn.consolidation.candidates import Candidate
 from cairn.consolidation.extraction import OnCandidates, ask_model
 from cairn.consolidation.extraction_turns import extractable, turn_of
 from cairn.consolidation.extraction_window import Claim, ExtractionWindow
@@ -136,8 +135,3 @@ class ExtractionWorker:
             counted.CANDIDATES: len(found.candidates),
             counted.TURNS: "*",
         })  # fmt: skip
-
-
-async def log_candidates(tenant_id: str, agent_id: str, candidates: list[Candidate]) -> None:
-    """Until the record store is wired in: the candidates are counted (`candidates`) and logged, not kept."""
-    log.info("extraction found %d candidates for %s/%s", len(candidates), tenant_id, agent_id)

@@ -1,8 +1,12 @@
 """The record path's handlers, one per consumed event: an explicit request (`memory.record-requested`), a user's
 "remember …" in a transcript entry, and a memory write that may be a person's edit of a bank file."""
 
+import logging
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
+
+from pydantic import ValidationError
 
 from cairn.consolidation.bank import is_bank_path
 from cairn.consolidation.candidates import Candidate, Provenance
@@ -12,6 +16,7 @@ from cairn.consolidation.records_store import PostgresRecordStore
 from cairn.consolidation.records_writer import Writer, apply_edit, keep
 from cairn.consolidation.store import PostgresStore
 from cairn.delivery.consumer import Delivery, Handler
+from cairn.delivery.publisher import EventPublisher
 from cairn.events import (
     DocumentChanged,
     Envelope,
@@ -24,18 +29,62 @@ from cairn.events import (
 from cairn.llm import Models
 from cairn.memindex import Embedder
 
+log = logging.getLogger(__name__)
+# The namespace of extracted requests' ids (uuid5 of what a candidate says and where).
+_EXTRACTED = uuid.UUID("5f1d8c0e-3b7a-4c7e-9a55-2f6c1b0d9e41")
+
 E = TypeVar("E", bound=Envelope)
 WriterHandler = Callable[[Writer, E, int], Awaitable[Sequence[Event]]]
 
 
 def requested_candidate(event: RecordRequested) -> Candidate:
-    """An explicit request as a candidate; what the client left out is decided as the rules decide it."""
-    provenance = Provenance(event.session_key or "", "", event.message_ids, event.origin, event.occurred_at)
+    """A request as a candidate (an explicit one, or one model extraction asked for); what it leaves out is decided
+    as the rules decide it."""
+    provenance = Provenance(
+        event.session_key or "", event.session_id or "", event.message_ids, event.origin, event.occurred_at
+    )
     return Candidate(
         kind=event.kind or kind_of(event.text), text=event.text, entity=(event.entity or "user").casefold(),
         relation=(event.relation or relation_of(event.text)).casefold(), importance=event.importance,
-        original=event.text, provenance=provenance, explicit=True,
+        original=event.original or event.text, provenance=provenance, valid_from=event.valid_from,
+        valid_until=event.valid_until, explicit=event.explicit, correction=event.correction,
     )  # fmt: skip
+
+
+def extracted_request(tenant: str, agent: str, candidate: Candidate) -> RecordRequested | None:
+    """A candidate the model extracted, as the request the record store applies (exactly once, in the ingest stream's
+    order, like any other). Its ids are derived from what it says and where it was said, so extracting the same turns
+    again (a batch retried after its lease) asks for the same record, and the request is deduplicated. None when the
+    model's words do not fit a request (too long, characters no field takes): that candidate is dropped."""
+    where = candidate.provenance
+    key = "|".join((tenant, agent, where.session_id, ",".join(where.message_ids), candidate.kind, candidate.entity,
+                    candidate.relation, candidate.text))  # fmt: skip
+    event_id = uuid.uuid5(_EXTRACTED, key)
+    try:
+        return RecordRequested(
+            event_id=str(event_id), tenant_id=tenant, agent_id=agent, occurred_at=where.occurred_at,
+            record_id=str(uuid.uuid5(event_id, "record")), text=candidate.text, kind=candidate.kind,
+            entity=candidate.entity[:200] or None, relation=candidate.relation[:200] or None,
+            importance=candidate.importance, session_key=where.session_key or None, session_id=where.session_id or None,
+            message_ids=where.message_ids, origin=where.origin, original=candidate.original or None,
+            valid_from=candidate.valid_from, valid_until=candidate.valid_until, correction=candidate.correction,
+            explicit=candidate.explicit,
+        )  # fmt: skip
+    except ValidationError as refused:
+        log.warning("an extracted candidate was dropped, it fits no record request: %s", refused.errors()[:1])
+        return None
+
+
+def publish_as_requests(publisher: EventPublisher) -> "Callable[[str, str, list[Candidate]], Awaitable[None]]":
+    """Where model extraction hands its candidates: as record requests into the ingest stream, all acknowledged
+    before the batch counts as extracted (a publish that fails leaves the batch to be extracted again)."""
+
+    async def on_candidates(tenant: str, agent: str, candidates: list[Candidate]) -> None:
+        requests = [r for c in candidates if (r := extracted_request(tenant, agent, c)) is not None]
+        if requests:
+            await publisher.publish_many(requests)
+
+    return on_candidates
 
 
 async def on_record_requested(w: Writer, event: RecordRequested, position: int) -> Sequence[Event]:
