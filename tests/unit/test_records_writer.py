@@ -10,7 +10,7 @@ import pytest
 
 from cairn.consolidation.domain import DocumentWrite
 from cairn.consolidation.records import Neighbour
-from cairn.consolidation.records_handlers import on_memory_write, on_record_requested, on_transcript_appended
+from cairn.consolidation.records_handlers import explicit_requests, on_memory_write, on_record_requested
 from cairn.consolidation.records_store import BankRow, NewRecord
 from cairn.consolidation.records_writer import Writer
 from cairn.consolidation.store import StaleDocumentError
@@ -167,10 +167,14 @@ async def test_a_users_remember_in_a_transcript_entry_becomes_a_record(writer: W
         role="user", text="Remember that I love spicy food", channel="api", chat_type="direct", token_estimate=8,
         occurred_at=NOW,
     )  # fmt: skip
-    [change] = await on_transcript_appended(writer, entry, 3)
+    [request] = explicit_requests([entry])
+    assert (request.explicit, request.message_ids, request.origin) == (True, ("m1",), "owner")
+    [again] = explicit_requests([entry])  # the same entry read again asks for the same record
+    assert (again.event_id, again.record_id) == (request.event_id, request.record_id)
+    [change] = await on_record_requested(writer, request, 3)
     assert "- I love spicy food (noted on 2026-12-06)" in change.text  # type: ignore[union-attr]
     question = entry.model_copy(update={"text": "do you remember my food?", "message_id": "m2"})
-    assert await on_transcript_appended(writer, question, 4) == ()
+    assert explicit_requests([question]) == []
 
 
 class EditedMeanwhile(InMemoryStore):

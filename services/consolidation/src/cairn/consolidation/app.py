@@ -14,7 +14,6 @@ from cairn.consolidation.records_handlers import (
     bind_writer,
     on_memory_write,
     on_record_requested,
-    on_transcript_appended,
     publish_as_requests,
 )
 from cairn.consolidation.settings import ConsolidationSettings, ExtractionSettings
@@ -27,7 +26,6 @@ from cairn.events import (
     MemoryWriteRequested,
     RecordRequested,
     ResetBoundary,
-    TranscriptAppended,
 )
 from cairn.events.streams import subject_pattern
 from cairn.llm import Models
@@ -38,14 +36,10 @@ CONSUMER = "consolidation"
 # Only memory writes and record requests of the (partitioned) ingest stream: a client waits for each one to be
 # applied, so it must not queue behind a message import. (A consumer created before this filter keeps reading all.)
 MEMORY_WRITES = ("cairn.*.*.memory.write-requested.*", "cairn.*.*.memory.record-requested.*")
-# The session events it handles. Transcript entries are nearly all of that stream: they come for the explicit
-# "remember …" rules, one regex pass per entry (incognito sessions never reach the stream). Model extraction reads
-# them through a consumer of its own (extraction_worker.TranscriptTurns) that touches Redis only.
-SESSION_EVENTS = (
-    subject_pattern("session.reset-boundary"),
-    subject_pattern("session.compaction-imminent"),
-    subject_pattern("transcript.appended"),
-)
+# Only the session events it handles: transcript entries (nearly all of that stream) never reach it. They are read
+# by a consumer of their own (extraction_worker.TranscriptTurns) that touches Redis only: it batches turns for model
+# extraction and turns users' explicit "remember …" into record requests, which this projection applies.
+SESSION_EVENTS = (subject_pattern("session.reset-boundary"), subject_pattern("session.compaction-imminent"))
 
 
 def extraction_window(redis: "Redis", settings: ExtractionSettings) -> ExtractionWindow:
@@ -73,7 +67,6 @@ def create_app(settings: ConsolidationSettings, on_candidates: OnCandidates | No
         session_handlers: dict[type, Handler] = {
             ResetBoundary: bind(partial(on_reset_boundary, keep=settings.snapshot_messages)),
             CompactionImminent: bind(on_compaction_imminent),
-            TranscriptAppended: bind_writer(on_transcript_appended, embedder, models),
         }
         ingest_handlers: dict[type, Handler] = {
             MemoryWriteRequested: bind_writer(on_memory_write, embedder, models),
@@ -95,9 +88,11 @@ def create_app(settings: ConsolidationSettings, on_candidates: OnCandidates | No
             flushes,
         ]
         extraction = settings.extraction
+        window = runtime.extras["extraction_window"] = extraction_window(runtime.redis, extraction)
+        consumers.append(
+            TranscriptTurns(runtime.publisher.js, settings.nats, window, extraction, requests=runtime.publisher)
+        )
         if extraction.enabled:
-            window = runtime.extras["extraction_window"] = extraction_window(runtime.redis, extraction)
-            consumers.append(TranscriptTurns(runtime.publisher.js, settings.nats, window, extraction))
             handed = on_candidates or publish_as_requests(runtime.publisher)
             consumers.append(ExtractionWorker(window, models, extraction, handed))
         return consumers

@@ -21,8 +21,10 @@ from pydantic import ValidationError
 from cairn.consolidation.extraction import OnCandidates, ask_model
 from cairn.consolidation.extraction_turns import extractable, turn_of
 from cairn.consolidation.extraction_window import Claim, ExtractionWindow
+from cairn.consolidation.records_handlers import explicit_requests
 from cairn.consolidation.settings import ExtractionSettings
 from cairn.delivery.faults import Backoff
+from cairn.delivery.publisher import EventPublisher
 from cairn.delivery.pull import PullConsumer
 from cairn.delivery.settings import NatsSettings
 from cairn.events import SESSION_STREAM, TranscriptAppended
@@ -47,10 +49,13 @@ class TranscriptTurns(PullConsumer):
         settings: ExtractionSettings,
         *,
         where: tuple[str, str, str] = (TURNS_CONSUMER, SESSION_STREAM, TRANSCRIPT_ENTRIES),
+        requests: EventPublisher | None = None,
     ) -> None:
-        """`where`: the consumer's name, its stream and the subject it reads (tests read a stream of their own)."""
+        """`where`: the consumer's name, its stream and the subject it reads (tests read a stream of their own).
+        `requests`: where the explicit "remember …" rules' record requests are published (none: not read here);
+        model extraction batches turns only while it is enabled."""
         super().__init__(where[0], where[1], js, nats, where[2])
-        self.window, self.settings = window, settings
+        self.window, self.settings, self.requests = window, settings, requests
 
     async def process_batch(self, messages: Sequence[Msg]) -> None:
         by_agent: dict[tuple[str, str], list[TranscriptAppended]] = {}
@@ -62,8 +67,13 @@ class TranscriptTurns(PullConsumer):
                 continue
             if extractable(event):
                 by_agent.setdefault((str(event.tenant_id), event.agent_id), []).append(event)
-        for (tenant, agent), events in by_agent.items():
-            await self.window.add(tenant, agent, [turn_of(e, self.settings.turn_chars) for e in events])
+        if self.requests is not None:
+            explicit = explicit_requests([e for events in by_agent.values() for e in events])
+            if explicit:  # acknowledged before the entries are: a failure holds the batch and it is read again
+                await self.requests.publish_many(explicit)
+        if self.settings.enabled:
+            for (tenant, agent), events in by_agent.items():
+                await self.window.add(tenant, agent, [turn_of(e, self.settings.turn_chars) for e in events])
         for raw in messages:
             if not raw.is_acked:
                 await raw.ack()

@@ -24,7 +24,6 @@ from cairn.events import (
     MemoryWriteRequested,
     RecordRequested,
     TranscriptAppended,
-    new_event_id,
 )
 from cairn.llm import Models
 from cairn.memindex import Embedder
@@ -51,11 +50,12 @@ def requested_candidate(event: RecordRequested) -> Candidate:
     )  # fmt: skip
 
 
-def extracted_request(tenant: str, agent: str, candidate: Candidate) -> RecordRequested | None:
-    """A candidate the model extracted, as the request the record store applies (exactly once, in the ingest stream's
-    order, like any other). Its ids are derived from what it says and where it was said, so extracting the same turns
-    again (a batch retried after its lease) asks for the same record, and the request is deduplicated. None when the
-    model's words do not fit a request (too long, characters no field takes): that candidate is dropped."""
+def candidate_request(tenant: str, agent: str, candidate: Candidate) -> RecordRequested | None:
+    """A candidate (extracted by model, or by the explicit rules) as the request the record store applies (exactly
+    once, in the ingest stream's order, like any other). Its ids are derived from what it says and where it was said,
+    so reading the same turns again (a batch retried after its lease, a redelivered entry) asks for the same record,
+    and the request is deduplicated. None when the words do not fit a request (too long, characters no field takes):
+    that candidate is dropped."""
     where = candidate.provenance
     key = "|".join((tenant, agent, where.session_id, ",".join(where.message_ids), candidate.kind, candidate.entity,
                     candidate.relation, candidate.text))  # fmt: skip
@@ -80,7 +80,7 @@ def publish_as_requests(publisher: EventPublisher) -> "Callable[[str, str, list[
     before the batch counts as extracted (a publish that fails leaves the batch to be extracted again)."""
 
     async def on_candidates(tenant: str, agent: str, candidates: list[Candidate]) -> None:
-        requests = [r for c in candidates if (r := extracted_request(tenant, agent, c)) is not None]
+        requests = [r for c in candidates if (r := candidate_request(tenant, agent, c)) is not None]
         if requests:
             await publisher.publish_many(requests)
 
@@ -95,12 +95,11 @@ async def on_record_requested(w: Writer, event: RecordRequested, position: int) 
     return kept.changes
 
 
-async def on_transcript_appended(w: Writer, event: TranscriptAppended, position: int) -> Sequence[Event]:
-    """Only a user's explicit "remember …" in a direct chat becomes a record here (rules, no model)."""
-    candidate = explicit_candidate(event)
-    if candidate is None:
-        return ()
-    return (await keep(w, event, candidate, new_event_id(), None)).changes
+def explicit_requests(entries: Sequence[TranscriptAppended]) -> list[RecordRequested]:
+    """The record requests of users' explicit "remember …" in direct chats among these transcript entries (rules, no
+    model): read where every entry is read anyway (extraction's consumer), applied like any other request."""
+    found = [(e, c) for e in entries if (c := explicit_candidate(e)) is not None]
+    return [r for e, c in found if (r := candidate_request(str(e.tenant_id), e.agent_id, c)) is not None]
 
 
 async def on_memory_write(w: Writer, event: MemoryWriteRequested, position: int) -> Sequence[Event]:
