@@ -74,9 +74,8 @@ def test_reindex_rebuilds_the_same_index(services: LocalStack, tenant: Tenant) -
     assert len(before[0]) > 5
 
     embedder = LocalEmbedder()
-    port = services.state.ports["postgres"]
     rebuilt = asyncio.run(
-        reindex(f"postgresql://{OWNER}@127.0.0.1:{port}/cairn", MemoryIndex(embedder, MemoryIndexSettings()),
+        reindex(services.postgres_url(OWNER), MemoryIndex(embedder, MemoryIndexSettings()),
                 tenant.tenant_id)
     )  # fmt: skip
     assert (rebuilt.tenants, rebuilt.documents, rebuilt.sessions) == (1, 2, 1)
@@ -106,7 +105,7 @@ def test_reindex_trusted_rechunks_old_windows_of_memory_files_into_the_entries_t
     entries = [(r["start_line"], r["end_line"]) for r in by_entry[0] if r["path"] == "MEMORY.md"]
     assert entries == [(1, 2), (3, 4), (5, 5)]
 
-    url = f"postgresql://{OWNER}@127.0.0.1:{services.state.ports['postgres']}/cairn"
+    url = services.postgres_url(OWNER)
     embedder = LocalEmbedder()
     asyncio.run(_put_old_windows(url, _WindowIndex(embedder, MemoryIndexSettings()), tenant.tenant_id, facts))
     old = asyncio.run(_snapshot(services, tenant.tenant_id))
