@@ -80,6 +80,11 @@ SERVICE_PERMISSIONS = {
 }
 
 
+# The user that answers logins no configured user matches (adapters logging in with their API key): it may only
+# receive the server's requests and answer them.
+LOGINS_PERMISSIONS = {"publish": {"allow": ["$SYS._INBOX.>"]}, "subscribe": {"allow": ["$SYS.REQ.USER.AUTH"]}}
+
+
 @dataclass(frozen=True)
 class NatsUser:
     name: str
@@ -87,9 +92,13 @@ class NatsUser:
     permissions: Mapping[str, object] | None = None  # None: every subject (the operator's user)
 
 
-def nats_config(home: Path, port: int, monitor_port: int, users: Sequence[NatsUser] = ()) -> str:
+def nats_config(
+    home: Path, port: int, monitor_port: int, users: Sequence[NatsUser] = (), callout_issuer: str | None = None
+) -> str:
     """The server's configuration file: clients and the monitoring endpoint (`/varz`, `/jsz`) on 127.0.0.1 only. With
-    `users`, a client must log in as one of them (no anonymous user); without, anyone may (throwaway test servers)."""
+    `users`, a client must log in as one of them (no anonymous user); without, anyone may (throwaway test servers).
+    With `callout_issuer` (an account public key), any other login is asked of cairn (auth callout: ingest answers
+    adapters that log in with their API key), signed by that key."""
     lines = [
         f"listen: {json.dumps(f'127.0.0.1:{port}')}",
         f"http: {json.dumps(f'127.0.0.1:{monitor_port}')}",
@@ -103,14 +112,23 @@ def nats_config(home: Path, port: int, monitor_port: int, users: Sequence[NatsUs
             {"user": u.name, "password": u.password, **({"permissions": u.permissions} if u.permissions else {})}
             for u in users
         ]
-        lines.append(f"authorization {{ users: {json.dumps(entries)} }}")  # JSON is valid NATS configuration
+        bypass = json.dumps([u.name for u in users])  # the configured users log in as they are; nobody else does
+        callout = (
+            [f"  auth_callout {{ issuer: {json.dumps(callout_issuer)}, auth_users: {bypass} }}"]
+            if callout_issuer
+            else []
+        )
+        # JSON is valid NATS configuration
+        lines += ["authorization {", f"  users: {json.dumps(entries)}", *callout, "}"]
     return "\n".join([*lines, ""])
 
 
-def start_nats(home: Path, port: int, monitor_port: int, users: Sequence[NatsUser] = ()) -> int:
+def start_nats(
+    home: Path, port: int, monitor_port: int, users: Sequence[NatsUser] = (), callout_issuer: str | None = None
+) -> int:
     (home / "nats").mkdir(parents=True, exist_ok=True)
     config = home / "nats.conf"
-    config.write_text(nats_config(home, port, monitor_port, users))
+    config.write_text(nats_config(home, port, monitor_port, users, callout_issuer))
     config.chmod(0o600)  # it holds the users' passwords
     pid = spawn([str(nats_binary()), "-c", str(config)], home / "logs" / "nats.log")
     wait_for_port(port, 30, pid)

@@ -12,7 +12,8 @@ from urllib.parse import quote
 
 import httpx
 
-from cairn.local.infra import SERVICE_PERMISSIONS, NatsUser, Postgres, start_nats, start_redis
+from cairn.delivery.nats_logins import issuer_public_key, new_issuer_seed
+from cairn.local.infra import LOGINS_PERMISSIONS, SERVICE_PERMISSIONS, NatsUser, Postgres, start_nats, start_redis
 from cairn.local.processes import free_port, is_running, port_is_free, spawn, stop_all, stop_pid, wait_for_ready
 
 SERVICES = ("ingest", "session", "indexer", "recall", "consolidation")
@@ -24,6 +25,7 @@ _PROCESS_OF = {"nats_monitor": "nats"}
 MAX_SOCKET_PATH = 107
 # The operator's NATS user (`cairn migrate`, the CLI, tests); each service logs in as `cairn-<service>`.
 NATS_OPERATOR = "cairn-operator"
+NATS_LOGINS = "cairn-logins"  # answers adapters' logins (ingest's adapter_logins.py)
 SERVICE_ROLE = "cairn_app"  # cairn_projector logs in with the same password (see `cairn migrate`)
 
 
@@ -88,7 +90,14 @@ class LocalStack:
         for service in SERVICES:
             user = f"cairn-{service}"
             users.append(NatsUser(user, self.state.password("nats:" + user), SERVICE_PERMISSIONS))
+        users.append(NatsUser(NATS_LOGINS, self.state.password("nats:" + NATS_LOGINS), LOGINS_PERMISSIONS))
         return users
+
+    def nats_issuer_seed(self) -> str:
+        """The account key nats-server trusts for ingest's answers to adapters' logins."""
+        if "nats-issuer" not in self.state.passwords:
+            self.state.passwords["nats-issuer"] = new_issuer_seed()
+        return self.state.passwords["nats-issuer"]
 
     @property
     def nats_monitor_url(self) -> str:
@@ -131,7 +140,10 @@ class LocalStack:
         ports = self.state.ports
         self.state.save(self.state_file)  # the passwords first: a server started with one must not lose it
         if not is_running(self.state.pids.get("nats")):
-            self.state.pids["nats"] = start_nats(self.home, ports["nats"], ports["nats_monitor"], self.nats_users())
+            self.state.pids["nats"] = start_nats(
+                self.home, ports["nats"], ports["nats_monitor"], self.nats_users(),
+                issuer_public_key(self.nats_issuer_seed()),
+            )  # fmt: skip
         if not is_running(self.state.pids.get("redis")):
             self.state.pids["redis"] = start_redis(self.home, ports["redis"], self.state.password("redis"))
         if not is_running(self.state.pids.get("postgres")):
@@ -163,6 +175,9 @@ class LocalStack:
             "OMP_NUM_THREADS": "1",
             **self.extra_env,
         }
+        if service.split("#")[0] == "ingest":  # it answers adapters' NATS logins
+            env["CAIRN_NATS_LOGINS_URL"] = self.nats_url_as(NATS_LOGINS)
+            env["CAIRN_NATS_ISSUER_SEED"] = self.nats_issuer_seed()
         return env
 
     def start_service(self, service: str) -> None:
@@ -262,23 +277,26 @@ class LocalStack:
         self.state.api_key, self.state.tenant_id = body["api_key"], body["tenant_id"]
         self.state.save(self.state_file)
 
-    def _write_endpoints(self) -> None:
-        lines = [
-            f"CAIRN_INGEST_URL={self.url('ingest')}",
-            f"CAIRN_RECALL_URL={self.url('recall')}",
-            f"CAIRN_API_KEY={self.state.api_key}",
-            f"CAIRN_ADMIN_TOKEN={self.state.admin_token}",
-            f"CAIRN_TENANT_ID={self.state.tenant_id}",
-            *(f"CAIRN_{s.upper()}_HEALTH_URL={self.url(s)}/readyz" for s in SERVICES),
-            f"CAIRN_NATS_URL={self.nats_url}",
-            f"CAIRN_REDIS_URL={self.redis_url}",
-            f"CAIRN_POSTGRES_URL={self.postgres_url()}",
+    def endpoints(self) -> dict[str, str]:
+        """What `endpoints.env` says: where everything is, and the logins (the benches read it)."""
+        return {
+            "CAIRN_INGEST_URL": self.url("ingest"),
+            "CAIRN_RECALL_URL": self.url("recall"),
+            "CAIRN_API_KEY": self.state.api_key,
+            "CAIRN_ADMIN_TOKEN": self.state.admin_token,
+            "CAIRN_TENANT_ID": self.state.tenant_id,
+            **{f"CAIRN_{s.upper()}_HEALTH_URL": f"{self.url(s)}/readyz" for s in SERVICES},
+            "CAIRN_NATS_URL": self.nats_url,
+            "CAIRN_REDIS_URL": self.redis_url,
+            "CAIRN_POSTGRES_URL": self.postgres_url(),
             # the operator's logins, for `cairn bench` (it reads past row-level security) and by hand
-            f"CAIRN_POSTGRES_CAIRN_OWNER_URL={self.postgres_url(OWNER)}",
-            f"CAIRN_POSTGRES_POSTGRES_URL={self.postgres_url('postgres')}",
-        ]
+            "CAIRN_POSTGRES_CAIRN_OWNER_URL": self.postgres_url(OWNER),
+            "CAIRN_POSTGRES_POSTGRES_URL": self.postgres_url("postgres"),
+        }
+
+    def _write_endpoints(self) -> None:
         path = self.home / "endpoints.env"
-        path.write_text("\n".join(lines) + "\n")
+        path.write_text("".join(f"{key}={value}\n" for key, value in self.endpoints().items()))
         path.chmod(0o600)
 
 
