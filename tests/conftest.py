@@ -92,7 +92,8 @@ class Tenant:
         )
         created.raise_for_status()
         self.tenant_id: str = created.json()["tenant_id"]
-        headers = {"Authorization": f"Bearer {created.json()['api_key']}"}
+        self.api_key: str = created.json()["api_key"]
+        headers = {"Authorization": f"Bearer {self.api_key}"}
         self.ingest = httpx.Client(base_url=stack.url("ingest"), headers=headers, timeout=30)
         self.recall = httpx.Client(base_url=stack.url("recall"), headers=headers, timeout=30)
 

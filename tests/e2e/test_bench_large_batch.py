@@ -12,11 +12,7 @@ pytestmark = pytest.mark.e2e
 
 
 def test_the_batch_and_the_writes_beside_it_become_searchable(services: LocalStack) -> None:
-    endpoints = {
-        "CAIRN_INGEST_URL": services.url("ingest"),
-        "CAIRN_RECALL_URL": services.url("recall"),
-        "CAIRN_ADMIN_TOKEN": services.state.admin_token,
-    }
+    endpoints = services.endpoints()
 
     result = run_large_batch(endpoints, messages=30, timeout_s=120)
 

@@ -13,12 +13,7 @@ from cairn.local import LocalStack
 
 @pytest.mark.e2e
 def test_a_kept_seed_is_reused_only_for_the_same_size_and_text(services: LocalStack, tmp_path: Path) -> None:
-    endpoints = {
-        "CAIRN_INGEST_URL": services.url("ingest"),
-        "CAIRN_RECALL_URL": services.url("recall"),
-        "CAIRN_POSTGRES_URL": services.postgres_url(),
-        "CAIRN_ADMIN_TOKEN": services.state.admin_token,
-    }
+    endpoints = services.endpoints()
     keep = tmp_path / "seeds.json"
     first = run_search(endpoints, chunks=40, queries=2, keep=keep)
     assert [row["seed"].split()[0] for row in first] == ["seeded", "seeded"]

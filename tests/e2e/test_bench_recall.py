@@ -45,12 +45,7 @@ def _outcomes(row: dict[str, Any]) -> set[str]:
 
 
 def test_every_part_of_the_recall_bench_runs_and_reports(services: LocalStack, tmp_path: Path) -> None:
-    endpoints = {
-        "CAIRN_INGEST_URL": services.url("ingest"),
-        "CAIRN_RECALL_URL": services.url("recall"),
-        "CAIRN_POSTGRES_URL": services.postgres_url(),
-        "CAIRN_ADMIN_TOKEN": services.state.admin_token,
-    }
+    endpoints = services.endpoints()
     bench = RecallBench(sizes=(40,), queries=4, concurrency=4, load_queries=40, lane2_callers=3,
                         lane2_timeout_ms=500, data=(_dataset(tmp_path / "tiny"),))  # fmt: skip
     result = run_recall_bench(endpoints, bench)

@@ -80,9 +80,8 @@ def test_reindex_rebuilds_the_same_index(services: LocalStack, tenant: Tenant) -
     assert len(before[0]) > 5
 
     embedder = LocalEmbedder()
-    port = services.state.ports["postgres"]
     rebuilt = asyncio.run(
-        reindex(f"postgresql://{OWNER}@127.0.0.1:{port}/cairn", MemoryIndex(embedder, MemoryIndexSettings()),
+        reindex(services.postgres_url(OWNER), MemoryIndex(embedder, MemoryIndexSettings()),
                 tenant.tenant_id)
     )  # fmt: skip
     assert (rebuilt.tenants, rebuilt.documents, rebuilt.sessions) == (1, 2, 1)
@@ -122,7 +121,7 @@ def test_reindex_documents_rechunks_old_windows_of_every_document_into_the_entri
                        (5, 5, "# About the user")]  # fmt: skip
     assert [(r["start_line"], r["end_line"]) for r in by_entry[0] if r["path"] == NOTE] == [(1, 1), (2, 2)]
 
-    url = f"postgresql://{OWNER}@127.0.0.1:{services.state.ports['postgres']}/cairn"
+    url = services.postgres_url(OWNER)
     embedder = LocalEmbedder()
     windows = _WindowIndex(embedder, MemoryIndexSettings())
     asyncio.run(_put_old_windows(url, windows, tenant.tenant_id, {"MEMORY.md": facts, NOTE: note}))

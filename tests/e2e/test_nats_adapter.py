@@ -121,3 +121,84 @@ def test_incognito_messages_on_nats_are_kept_in_memory_and_never_dead_lettered_w
     assert "incognito" in reason
     assert data == b""
     assert "secret" not in reason
+
+
+async def _publish_as_adapter(stack: LocalStack, api_key: str, subjects: list[str], payload: bytes) -> list[str]:
+    """Log in with a tenant's API key (NATS auth callout answered by ingest), publish to each subject; the errors the
+    server reported back (a subject the login may not publish to)."""
+    errors: list[str] = []
+
+    async def noted(error: Exception) -> None:
+        errors.append(str(error))
+
+    nc = await nats.connect(f"nats://127.0.0.1:{stack.state.ports['nats']}", token=api_key, error_cb=noted)
+    try:
+        for subject in subjects:
+            await nc.publish(subject, payload, headers={"Nats-Msg-Id": uuid.uuid4().hex})
+        await nc.flush()
+        await asyncio.sleep(0.2)  # a violation comes back asynchronously, after the flush's PONG at the latest
+        await nc.flush()
+    finally:
+        await nc.close()
+    return errors
+
+
+@pytest.mark.e2e
+def test_an_adapter_logs_in_to_nats_with_its_api_key_and_writes_only_into_its_own_tenant(
+    services: LocalStack, tenant: Tenant, other_tenant: Tenant
+) -> None:
+    """Issue 31: nobody without a key may publish into a tenant; a tenant's key may publish into its own inbox only."""
+    mine, theirs = uuid.uuid4().hex, uuid.uuid4().hex
+    ours = {"channel": "slack", "peer_id": "U1", "text": f"adapter login {mine}", "message_id": mine}
+    errors = asyncio.run(_publish_as_adapter(services, tenant.api_key, [inbound_subject(tenant.tenant_id)],
+                                             json.dumps(ours).encode()))  # fmt: skip
+    assert errors == []
+    deadline = time.monotonic() + 20
+    while not tenant.search(mine)["results"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    hits = tenant.search(mine)["results"]
+    assert isinstance(hits, list)
+    assert [h["snippet"] for h in hits] == [f"adapter login {mine}"]
+
+    forged = {"channel": "slack", "peer_id": "U1", "text": f"forged {theirs}", "message_id": theirs}
+    errors = asyncio.run(_publish_as_adapter(services, tenant.api_key, [inbound_subject(other_tenant.tenant_id),
+                                             "cairn.dead.letters"], json.dumps(forged).encode()))  # fmt: skip
+    assert any("permissions violation" in e.lower() and other_tenant.tenant_id in e for e in errors), errors
+    assert any("permissions violation" in e.lower() and "cairn.dead.letters" in e for e in errors), errors
+    assert other_tenant.search(theirs)["results"] == []
+
+
+async def _login_answer(stack: LocalStack, token: str | None) -> str:
+    """The server's answer to CONNECT + PING, spoken in the protocol itself (nats-py leaves a refused connection's
+    socket open): PONG when the login is taken."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", stack.state.ports["nats"])
+    try:
+        async with asyncio.timeout(10):
+            await reader.readline()  # INFO
+            login = {"verbose": False, "pedantic": False, "protocol": 1, **({"auth_token": token} if token else {})}
+            writer.write(f"CONNECT {json.dumps(login)}\r\nPING\r\n".encode())
+            await writer.drain()
+            return (await reader.readline()).decode().strip()
+    finally:
+        writer.close()
+        await writer.wait_closed()
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("token", [None, "ck_not-a-key"], ids=["no key", "an unknown key"])
+def test_a_nats_login_without_a_valid_api_key_is_refused(services: LocalStack, token: str | None) -> None:
+    assert "Authorization Violation" in asyncio.run(_login_answer(services, token))
+
+
+@pytest.mark.e2e
+def test_a_key_that_may_not_write_or_only_some_agents_cannot_log_in_to_nats(
+    services: LocalStack, tenant: Tenant
+) -> None:
+    """A message names its agent inside, where the login cannot see it: only a `write` key for every agent logs in."""
+    for body in ({"name": "reader", "scopes": ["read"]}, {"name": "one agent", "scopes": ["write"], "agents": ["a1"]}):
+        created = tenant.ingest.post("/v1/keys", json=body)
+        assert created.status_code == 201, created.text
+        assert "Authorization Violation" in asyncio.run(_login_answer(services, created.json()["api_key"]))
+    writer = tenant.ingest.post("/v1/keys", json={"name": "adapter", "scopes": ["write"]})
+    assert writer.status_code == 201, writer.text
+    assert asyncio.run(_login_answer(services, writer.json()["api_key"])) == "PONG"

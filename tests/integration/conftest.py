@@ -74,7 +74,7 @@ async def own_database(stack: LocalStack, prefix: str) -> AsyncIterator[str]:
     port = stack.state.ports["postgres"]
     stack.postgres.create_database(port, name, OWNER)
     try:
-        await apply_migrations(f"postgresql://{OWNER}@127.0.0.1:{port}/{name}")
+        await apply_migrations(stack.database_url(name, OWNER))
         yield name
     finally:
         admin = await asyncpg.connect(stack.postgres_url("postgres").rsplit("/", 1)[0] + "/postgres")
@@ -90,7 +90,7 @@ async def own_database_pool(
 ) -> AsyncIterator["asyncpg.Pool[asyncpg.Record]"]:
     """`own_database` with a pool connected as `cairn_app` (row-level security applies)."""
     async with own_database(stack, prefix) as name:
-        url = f"postgresql://cairn_app@127.0.0.1:{stack.state.ports['postgres']}/{name}"
+        url = stack.database_url(name)
         pool = await create_pool(PostgresSettings(url=SecretStr(url), pool_min=1, pool_max=pool_max))
         try:
             yield pool
@@ -104,12 +104,11 @@ async def own_database_with_pgstattuple(
 ) -> AsyncIterator[tuple[str, "asyncpg.Connection[asyncpg.Record]"]]:
     """`own_database` with the pgstattuple extension (a superuser's), for a test that looks inside an index:
     yields the service role's URL and a superuser connection to that database."""
-    port = stack.state.ports["postgres"]
     async with own_database(stack, prefix) as name:
-        superuser = await asyncpg.connect(f"postgresql://postgres@127.0.0.1:{port}/{name}")
+        superuser = await asyncpg.connect(stack.database_url(name, "postgres"))
         try:
             await superuser.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
-            yield f"postgresql://cairn_app@127.0.0.1:{port}/{name}", superuser
+            yield stack.database_url(name), superuser
         finally:
             await superuser.close()
 

@@ -29,8 +29,8 @@ WHERE c.oid = 'indexer.messages'::regclass
 
 async def test_the_copied_rows_are_vacuumed_and_analyzed_before_searches_are_timed(stack: LocalStack) -> None:
     async with own_database(stack, "settle") as name:
-        url = f"postgresql://cairn_app@127.0.0.1:{stack.state.ports['postgres']}/{name}"
-        superuser = await asyncpg.connect(f"postgresql://postgres@127.0.0.1:{stack.state.ports['postgres']}/{name}")
+        url = stack.database_url(name, "postgres")
+        superuser = await asyncpg.connect(url)
         try:
             # the bench's settle alone, never autovacuum in between (its own database: nothing else is affected)
             await superuser.execute("ALTER TABLE indexer.messages SET (autovacuum_enabled = false)")

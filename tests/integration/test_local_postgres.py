@@ -21,7 +21,7 @@ async def _server_address(url: str) -> str | None:
 
 
 async def test_the_stack_url_reaches_postgres_over_its_unix_socket_and_tcp_on_request(stack: LocalStack) -> None:
-    assert stack.postgres_url().startswith("postgresql://cairn_app@%2F")
+    assert stack.postgres_url().startswith(f"postgresql://cairn_app:{stack.state.passwords['cairn_app']}@%2F")
     assert await _server_address(stack.postgres_url("postgres")) is None
     over_tcp = LocalStack(stack.home, durable=False, postgres_over="tcp")
     assert await _server_address(over_tcp.postgres_url("postgres")) == "127.0.0.1"
@@ -41,9 +41,11 @@ async def test_services_connect_over_the_socket(services: LocalStack) -> None:
 
 async def test_a_socket_path_too_long_falls_back_to_tcp(stack: LocalStack) -> None:
     far = LocalStack(stack.home / ("d" * MAX_SOCKET_PATH), durable=False)
-    far.state.ports = dict(stack.state.ports)
+    far.state.ports, far.state.passwords = dict(stack.state.ports), dict(stack.state.passwords)
     assert len(str(far.postgres.data)) > MAX_SOCKET_PATH
-    assert far.postgres_url() == f"postgresql://cairn_app@127.0.0.1:{stack.state.ports['postgres']}/cairn"
+    assert far.postgres_url() == (
+        f"postgresql://cairn_app:{stack.state.passwords['cairn_app']}@127.0.0.1:{stack.state.ports['postgres']}/cairn"
+    )
     # the same port: an existing server is reachable through it
     assert await _server_address(far.postgres_url("postgres")) == "127.0.0.1"
 

@@ -72,10 +72,19 @@ def embeddings_url() -> Iterator[str]:
         yield url
 
 
+def _as_superuser(database: str) -> str:
+    """The same database as the superuser, who reads past row-level security; this stack's password."""
+    return _SUPERUSER_URLS[database]
+
+
+_SUPERUSER_URLS: dict[str, str] = {}
+
+
 @pytest.fixture
 async def database(stack: LocalStack) -> AsyncIterator[str]:
     async with own_database(stack, "cairn_reembed") as name:
-        yield f"postgresql://cairn_app@127.0.0.1:{stack.state.ports['postgres']}/{name}"
+        _SUPERUSER_URLS[stack.database_url(name)] = stack.database_url(name, "postgres")
+        yield stack.database_url(name)
 
 
 @pytest.fixture
@@ -131,7 +140,7 @@ async def test_a_changed_model_is_re_embedded_in_the_background_and_search_never
 ) -> None:
     tenant = str(uuid.uuid4())
     old, new, reads = _index(embeddings_url, OLD), _index(embeddings_url, NEW), MemoryReads(pool)
-    superuser = await asyncpg.connect(database.replace("cairn_app@", "postgres@"))
+    superuser = await asyncpg.connect(_as_superuser(database))
     try:  # stale turns are looked for per tenant of ingest.tenants (they stay under forced row-level security)
         await superuser.execute(
             "INSERT INTO ingest.tenants (tenant_id, name) VALUES ($1, 'reembed')", uuid.UUID(tenant)
@@ -188,7 +197,7 @@ async def test_turn_vectors_made_from_their_line_alone_are_re_embedded_in_contex
     query = _vector(NEW, "Porto in June")
     assert len(await reads.turn_cosines(tenant, said, NEW, query)) == 2
 
-    owner = await asyncpg.connect(database.replace("cairn_app@", "postgres@"))
+    owner = await asyncpg.connect(_as_superuser(database))
     try:
         await owner.execute("INSERT INTO ingest.tenants (tenant_id, name) VALUES ($1, 'alone')", uuid.UUID(tenant))
         await owner.execute(MARK_LINE_ALONE)
@@ -268,7 +277,7 @@ async def _chunks_of(pool: Pool, tenant: str, model: str) -> bool:
 
 async def _claimed(database: str, model: str) -> bool:
     """Whether a replica has claimed `model` (the claims table is read only through its function, so as the owner)."""
-    owner = await asyncpg.connect(database.replace("cairn_app@", "postgres@"))
+    owner = await asyncpg.connect(_as_superuser(database))
     try:
         return bool(await owner.fetchval("SELECT count(*) FROM indexer.embedding_models WHERE model = $1", model))
     finally:

@@ -70,13 +70,12 @@ ORDER BY embedding::vector(512) <=> $2::real[]::vector(512) LIMIT $4
 
 @pytest.fixture(scope="module")
 async def scale_db(stack: LocalStack) -> AsyncIterator[tuple[str, list[float]]]:
-    port = stack.state.ports["postgres"]
     async with own_database(stack, "cairn_scale") as name:
-        superuser = await asyncpg.connect(f"postgresql://postgres@127.0.0.1:{port}/{name}")
+        superuser = await asyncpg.connect(stack.database_url(name, "postgres"))
         try:
             await superuser.execute(SEED)
             query = list(await superuser.fetchval(QUERY))
-            yield f"postgresql://cairn_app@127.0.0.1:{port}/{name}", query
+            yield stack.database_url(name), query
         finally:
             await superuser.close()
 

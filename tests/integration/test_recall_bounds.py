@@ -173,7 +173,7 @@ async def test_a_redis_that_goes_silent_on_established_connections_fails_open(st
     """The connections were made and used; then the network to Redis goes silent (partition)."""
     port = int(stack.redis_url.rsplit(":", 1)[1].split("/", 1)[0])
     async with Partition(port) as relay:
-        client = redis_client(f"redis://127.0.0.1:{relay.port}/0")
+        client = redis_client(stack.redis_url.replace(f":{port}/", f":{relay.port}/"))
         try:
             breaker, cache = Breaker(client), ResultCache(client)
             await timeouts(breaker, tenant, 3)

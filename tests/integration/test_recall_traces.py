@@ -169,7 +169,7 @@ async def test_a_save_while_postgres_is_partitioned_away_is_bounded_and_traces_a
     most `save_wait_s`, the write gives up at `store_within_s`, and once the network is back traces are stored."""
     tenant, _ = tenants
     async with Partition(stack.state.ports["postgres"]) as relay:
-        url = f"postgresql://cairn_app@127.0.0.1:{relay.port}/{DATABASE}"
+        url = f"postgresql://cairn_app:{stack.state.password('cairn_app')}@127.0.0.1:{relay.port}/{DATABASE}"
         pool = await create_pool(PostgresSettings(url=SecretStr(url), pool_min=1, pool_max=2), connect_timeout_s=2)
         try:
             store = TraceStore(pool, None, save_wait_s=0.1, store_within_s=1.0)

@@ -40,7 +40,7 @@ FUNCTION_CREATED = "SELECT xmin::text FROM pg_proc WHERE oid = $1::regprocedure"
 
 
 def _owner_url(stack: LocalStack, database: str) -> str:
-    return f"postgresql://{OWNER}@127.0.0.1:{stack.state.ports['postgres']}/{database}"
+    return stack.database_url(database, OWNER)
 
 
 async def _fetch(url: str, sql: str, *args: object) -> list[asyncpg.Record]:

@@ -578,16 +578,32 @@ def test_shared_settings_configmap(which: str) -> None:
     assert data["OTEL_TRACES_EXPORTER"] == "otlp"
     assert data["OTEL_EXPORTER_OTLP_PROTOCOL"] == "http/protobuf"
     assert urlsplit(data["OTEL_EXPORTER_OTLP_ENDPOINT"]).port == 4318
-    nats = urlsplit(data["CAIRN_NATS_URL"])
-    assert (nats.scheme, nats.hostname, nats.port) == (
-        "nats",
-        load_one(NATS_VALUES)["fullnameOverride"],
-        4222,
-    )
-    redis = urlsplit(data["CAIRN_REDIS_URL"])
-    redis_service = by_kind(objects, "Service")[str(redis.hostname)]
-    assert redis.port == redis_service["spec"]["ports"][0]["port"]
+    assert "CAIRN_NATS_URL" not in data, "logins are per container, from the Secret"
+    assert "CAIRN_REDIS_URL" not in data
     assert not any(re.search(r"PASSWORD|TOKEN|SECRET|_URL$", k) and "@" in v for k, v in data.items())
+
+
+@pytest.mark.parametrize("which", BUILDS)
+def test_every_container_logs_in_to_nats_as_its_own_user_and_to_redis_with_the_password(which: str) -> None:
+    """NATS refuses anonymous clients (k8s/values/nats.yaml): each service's URL names its own user, the migration the
+    operator's; the passwords come from `cairn-secrets`, defined before the URLs that expand them."""
+    objects = build(which)
+    users = {u["user"] for u in load_one(NATS_VALUES)["config"]["merge"]["authorization"]["users"]}
+    for name, container in cairn_containers(objects).items():
+        env = [e["name"] for e in container["env"]]
+        values = {e["name"]: e.get("value") for e in container["env"]}
+        nats = urlsplit(values["CAIRN_NATS_URL"])
+        assert (nats.scheme, nats.hostname, nats.port) == ("nats", load_one(NATS_VALUES)["fullnameOverride"], 4222)
+        assert nats.password == "$(CAIRN_NATS_PASSWORD)"
+        assert env.index("CAIRN_NATS_PASSWORD") < env.index("CAIRN_NATS_URL")
+        expected = "cairn-operator" if "migrate" in name else f"cairn-{name}"
+        assert nats.username == expected, name
+        assert expected in users
+        if "migrate" not in name:
+            redis = urlsplit(values["CAIRN_REDIS_URL"])
+            assert redis.password == "$(CAIRN_REDIS_PASSWORD)"
+            assert env.index("CAIRN_REDIS_PASSWORD") < env.index("CAIRN_REDIS_URL")
+            assert redis.port == by_kind(objects, "Service")[str(redis.hostname)]["spec"]["ports"][0]["port"]
 
 
 def references(objects: list[Obj]) -> Iterator[tuple[str, str, str | None]]:

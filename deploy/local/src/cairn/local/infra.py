@@ -13,6 +13,7 @@ import shutil
 import stat
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +23,14 @@ PG_SYSTEM_USER = "cairn-postgres"
 # The buffer cache of the k8s cluster (k8s/values/cnpg-cluster.yaml) and of compose. With the default 128 MB a
 # 100k-chunk agent's memory search re-reads its HNSW graph and chunk rows from the OS on every query.
 SHARED_BUFFERS = "1GB"
+# Every login needs its role's password, over the socket as over TCP; nothing is trusted (a superuser without a
+# password would bypass row-level security).
+HBA_WITH_PASSWORDS = """\
+local   all   all                  scram-sha-256
+host    all   all   127.0.0.1/32   scram-sha-256
+host    all   all   ::1/128        scram-sha-256
+"""
+
 PREPARE_OWNER = """
 DO $$ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{owner}') THEN
@@ -60,29 +69,75 @@ def redis_binary() -> Path:
 NATS_SYNC_INTERVAL = "always"
 
 
-def nats_config(home: Path, port: int, monitor_port: int) -> str:
-    """The server's configuration file: clients and the monitoring endpoint (`/varz`, `/jsz`) on 127.0.0.1 only."""
-    return "\n".join([
+# What a service's NATS user may do: publish events and dead letters, talk to the JetStream API, ack, and receive
+# answers on its inboxes. Never publish into `cairn.in.>`: that is where adapters write, in their tenant's name.
+SERVICE_PERMISSIONS = {
+    "publish": {
+        "allow": ["cairn.>", "cairn-dead-letter.>", "$JS.API.>", "$JS.ACK.>", "_INBOX.>"],
+        "deny": ["cairn.in.>"],
+    },
+    "subscribe": {"allow": ["_INBOX.>"]},
+}
+
+
+# The user that answers logins no configured user matches (adapters logging in with their API key): it may only
+# receive the server's requests and answer them.
+LOGINS_PERMISSIONS = {"publish": {"allow": ["$SYS._INBOX.>"]}, "subscribe": {"allow": ["$SYS.REQ.USER.AUTH"]}}
+
+
+@dataclass(frozen=True)
+class NatsUser:
+    name: str
+    password: str
+    permissions: Mapping[str, object] | None = None  # None: every subject (the operator's user)
+
+
+def nats_config(
+    home: Path, port: int, monitor_port: int, users: Sequence[NatsUser] = (), callout_issuer: str | None = None
+) -> str:
+    """The server's configuration file: clients and the monitoring endpoint (`/varz`, `/jsz`) on 127.0.0.1 only. With
+    `users`, a client must log in as one of them (no anonymous user); without, anyone may (throwaway test servers).
+    With `callout_issuer` (an account public key), any other login is asked of cairn (auth callout: ingest answers
+    adapters that log in with their API key), signed by that key."""
+    lines = [
         f"listen: {json.dumps(f'127.0.0.1:{port}')}",
         f"http: {json.dumps(f'127.0.0.1:{monitor_port}')}",
         "jetstream {",
         f"  store_dir: {json.dumps(str(home / 'nats'))}",
         f"  sync_interval: {NATS_SYNC_INTERVAL}",
         "}",
-        "",
-    ])  # fmt: skip
+    ]  # fmt: skip
+    if users:
+        entries = [
+            {"user": u.name, "password": u.password, **({"permissions": u.permissions} if u.permissions else {})}
+            for u in users
+        ]
+        bypass = json.dumps([u.name for u in users])  # the configured users log in as they are; nobody else does
+        callout = (
+            [f"  auth_callout {{ issuer: {json.dumps(callout_issuer)}, auth_users: {bypass} }}"]
+            if callout_issuer
+            else []
+        )
+        # JSON is valid NATS configuration
+        lines += ["authorization {", f"  users: {json.dumps(entries)}", *callout, "}"]
+    return "\n".join([*lines, ""])
 
 
-def start_nats(home: Path, port: int, monitor_port: int) -> int:
+def start_nats(
+    home: Path, port: int, monitor_port: int, users: Sequence[NatsUser] = (), callout_issuer: str | None = None
+) -> int:
     (home / "nats").mkdir(parents=True, exist_ok=True)
     config = home / "nats.conf"
-    config.write_text(nats_config(home, port, monitor_port))
+    config.write_text(nats_config(home, port, monitor_port, users, callout_issuer))
+    config.chmod(0o600)  # it holds the users' passwords
     pid = spawn([str(nats_binary()), "-c", str(config)], home / "logs" / "nats.log")
     wait_for_port(port, 30, pid)
     return pid
 
 
-def start_redis(home: Path, port: int) -> int:
+def start_redis(home: Path, port: int, password: str | None = None) -> int:
+    """Redis on 127.0.0.1; with `password`, every client must AUTH first (it is passed in a file that only this user
+    reads, never on the command line, where `ps` would show it)."""
     (home / "redis").mkdir(parents=True, exist_ok=True)
     # Redis holds only what can be lost or rebuilt: no snapshots, no append-only file.
     argv = [
@@ -100,6 +155,11 @@ def start_redis(home: Path, port: int) -> int:
         "--daemonize",
         "no",
     ]
+    if password is not None:
+        config = home / "redis" / "auth.conf"
+        config.write_text(f"requirepass {password}\n")
+        config.chmod(0o600)
+        argv = [argv[0], str(config), *argv[1:]]  # the configuration file comes first, the options after it
     pid = spawn(argv, home / "logs" / "redis.log")
     wait_for_port(port, 30, pid)
     return pid
@@ -108,9 +168,12 @@ def start_redis(home: Path, port: int) -> int:
 class Postgres:
     """An embedded PostgreSQL 18 (with pgvector) cluster under `home`."""
 
-    def __init__(self, home: Path, durable: bool = True) -> None:
+    def __init__(self, home: Path, durable: bool = True, password: str | None = None) -> None:
+        """With `password` (the superuser's), every login needs its role's password (scram-sha-256), over TCP and
+        over the socket alike; without, anyone on this machine may log in as anyone (throwaway clusters only)."""
         self.home = home
         self.durable = durable
+        self.password = password
         self.as_root = os.geteuid() == 0
         self.base = home if not self.as_root or _traversable_by_others(home) else _fallback_home(home)
         self.install = self.base / "postgres-install"
@@ -121,7 +184,11 @@ class Postgres:
         self._copy_binaries()
         if not (self.data / "PG_VERSION").exists():
             self._initdb()
-        options = f"-h 127.0.0.1 -p {port} -k {self.data} -c max_connections=300 -c shared_buffers={SHARED_BUFFERS}"
+        # The socket sits in the data folder (0700, the server's user's) and is the server's user's alone too
+        options = (
+            f"-h 127.0.0.1 -p {port} -k {self.data} -c unix_socket_permissions=0700 -c max_connections=300"
+            f" -c shared_buffers={SHARED_BUFFERS}"
+        )
         if not self.durable:  # throwaway test clusters: trade crash safety for speed
             options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         log = self.home / "logs" / "postgres.log"
@@ -131,7 +198,36 @@ class Postgres:
             shutil.chown(log, PG_SYSTEM_USER)
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-l", str(log), "-w", "-t", "60", "start")
         wait_for_port(port, 30)
+        if self.password is not None and self._trusts_anyone():
+            self._require_passwords(port)
         return self.pid()
+
+    def set_password(self, port: int, role: str, password: str) -> None:
+        """Give a role its login password (scram-sha-256, the server's default): run at every start, so a password
+        changed in the stack's state is the one that works."""
+        self._psql(port, "postgres", f"ALTER ROLE {role} PASSWORD '{password}'")
+
+    def _hba(self) -> Path:
+        return self.data / "pg_hba.conf"
+
+    def _trusts_anyone(self) -> bool:
+        return any(line.split()[-1:] == ["trust"] for line in self._hba().read_text().splitlines() if line.strip()
+                   and not line.lstrip().startswith("#"))  # fmt: skip
+
+    def _require_passwords(self, port: int) -> None:
+        """A cluster made before passwords (initdb with trust): give the superuser its password, then ask every login
+        for one, and have the running server read that."""
+        assert self.password is not None
+        self.set_password(port, "postgres", self.password)
+        self._write_hba()
+        self._run("pg_ctl", "-D", str(self.data), "reload")
+
+    def _write_hba(self) -> None:
+        hba = self._hba()
+        hba.write_text(HBA_WITH_PASSWORDS)
+        if self.as_root:
+            shutil.chown(hba, PG_SYSTEM_USER)
+        hba.chmod(0o600)
 
     def pid(self) -> int:
         return int((self.data / "postmaster.pid").read_text().split()[0])
@@ -203,7 +299,7 @@ class Postgres:
             str(self.data),
             "-U",
             "postgres",
-            "--auth=trust",
+            "--auth=trust",  # until the superuser has its password: set at the first start, then required
             "-E",
             "UTF8",
             "--locale=C.UTF-8" if _has_c_utf8() else "--no-locale",
@@ -213,7 +309,8 @@ class Postgres:
         argv = [str(self.bin / tool), *args]
         if self.as_root:
             argv = [_system_tool("runuser"), "-u", PG_SYSTEM_USER, "--", *argv]
-        done = subprocess.run(argv, check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+        env = {**os.environ, **({"PGPASSWORD": self.password} if self.password is not None else {})}
+        done = subprocess.run(argv, check=True, capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env)
         return done.stdout
 
 

@@ -12,7 +12,8 @@ from urllib.parse import quote
 
 import httpx
 
-from cairn.local.infra import Postgres, start_nats, start_redis
+from cairn.delivery.nats_logins import issuer_public_key, new_issuer_seed
+from cairn.local.infra import LOGINS_PERMISSIONS, SERVICE_PERMISSIONS, NatsUser, Postgres, start_nats, start_redis
 from cairn.local.processes import free_port, is_running, port_is_free, spawn, stop_all, stop_pid, wait_for_ready
 
 SERVICES = ("ingest", "session", "indexer", "recall", "consolidation")
@@ -22,6 +23,10 @@ OWNER = "cairn_owner"  # owns the schema and runs migrations; not a superuser
 _PROCESS_OF = {"nats_monitor": "nats"}
 # The longest path a Unix-domain socket may have (sun_path, NUL included, on Linux).
 MAX_SOCKET_PATH = 107
+# The operator's NATS user (`cairn migrate`, the CLI, tests); each service logs in as `cairn-<service>`.
+NATS_OPERATOR = "cairn-operator"
+NATS_LOGINS = "cairn-logins"  # answers adapters' logins (ingest's adapter_logins.py)
+SERVICE_ROLE = "cairn_app"  # cairn_projector logs in with the same password (see `cairn migrate`)
 
 
 @dataclass
@@ -33,6 +38,14 @@ class StackState:
     admin_token: str = ""
     api_key: str = ""
     tenant_id: str = ""
+    # Every server login's password (Postgres roles, Redis, NATS users), made at the first `up`; this file is 0600 and
+    # nothing prints them.
+    passwords: dict[str, str] = field(default_factory=dict)
+
+    def password(self, login: str) -> str:
+        if login not in self.passwords:
+            self.passwords[login] = secrets.token_urlsafe(24)
+        return self.passwords[login]
 
     @classmethod
     def load(cls, path: Path) -> "StackState":
@@ -56,7 +69,7 @@ class LocalStack:
         self.home.chmod(0o755)
         self.state_file = self.home / "stack.json"
         self.state = StackState.load(self.state_file)
-        self.postgres = Postgres(self.home, durable=durable)
+        self.postgres = Postgres(self.home, durable=durable, password=self.state.password("postgres"))
         self.extra_env = extra_env or {}
         self.postgres_over = postgres_over
 
@@ -66,7 +79,25 @@ class LocalStack:
 
     @property
     def nats_url(self) -> str:
-        return f"nats://127.0.0.1:{self.state.ports['nats']}"
+        """As the operator's user: every subject (the CLI, migrations, tests)."""
+        return self.nats_url_as(NATS_OPERATOR)
+
+    def nats_url_as(self, user: str) -> str:
+        return f"nats://{user}:{self.state.password('nats:' + user)}@127.0.0.1:{self.state.ports['nats']}"
+
+    def nats_users(self) -> list[NatsUser]:
+        users = [NatsUser(NATS_OPERATOR, self.state.password("nats:" + NATS_OPERATOR))]
+        for service in SERVICES:
+            user = f"cairn-{service}"
+            users.append(NatsUser(user, self.state.password("nats:" + user), SERVICE_PERMISSIONS))
+        users.append(NatsUser(NATS_LOGINS, self.state.password("nats:" + NATS_LOGINS), LOGINS_PERMISSIONS))
+        return users
+
+    def nats_issuer_seed(self) -> str:
+        """The account key nats-server trusts for ingest's answers to adapters' logins."""
+        if "nats-issuer" not in self.state.passwords:
+            self.state.passwords["nats-issuer"] = new_issuer_seed()
+        return self.state.passwords["nats-issuer"]
 
     @property
     def nats_monitor_url(self) -> str:
@@ -75,7 +106,7 @@ class LocalStack:
 
     @property
     def redis_url(self) -> str:
-        return f"redis://127.0.0.1:{self.state.ports['redis']}/0"
+        return f"redis://:{self.state.password('redis')}@127.0.0.1:{self.state.ports['redis']}/0"
 
     def postgres_url(self, user: str = "cairn_app") -> str:
         """Postgres listens on 127.0.0.1 and on a Unix-domain socket in its data folder (`-k`). On one machine the
@@ -84,9 +115,14 @@ class LocalStack:
         long for a socket; libpq and asyncpg read a host that starts with "/" as the socket's folder."""
         port = self.state.ports["postgres"]
         socket = self.postgres.data / f".s.PGSQL.{port}"
+        login = f"{user}:{self.state.password(_postgres_login(user))}"
         if self.postgres_over == "unix" and len(str(socket)) < MAX_SOCKET_PATH:
-            return f"postgresql://{user}@{quote(str(self.postgres.data), safe='')}:{port}/{DATABASE}"
-        return f"postgresql://{user}@127.0.0.1:{port}/{DATABASE}"
+            return f"postgresql://{login}@{quote(str(self.postgres.data), safe='')}:{port}/{DATABASE}"
+        return f"postgresql://{login}@127.0.0.1:{port}/{DATABASE}"
+
+    def database_url(self, database: str, user: str = SERVICE_ROLE) -> str:
+        """`postgres_url` for another database of this server (a test's own)."""
+        return f"{self.postgres_url(user).rsplit('/', 1)[0]}/{database}"
 
     # -- lifecycle -------------------------------------------------------------------------------
     def up(self) -> None:
@@ -102,19 +138,25 @@ class LocalStack:
 
     def start_servers(self) -> None:
         ports = self.state.ports
+        self.state.save(self.state_file)  # the passwords first: a server started with one must not lose it
         if not is_running(self.state.pids.get("nats")):
-            self.state.pids["nats"] = start_nats(self.home, ports["nats"], ports["nats_monitor"])
+            self.state.pids["nats"] = start_nats(
+                self.home, ports["nats"], ports["nats_monitor"], self.nats_users(),
+                issuer_public_key(self.nats_issuer_seed()),
+            )  # fmt: skip
         if not is_running(self.state.pids.get("redis")):
-            self.state.pids["redis"] = start_redis(self.home, ports["redis"])
+            self.state.pids["redis"] = start_redis(self.home, ports["redis"], self.state.password("redis"))
         if not is_running(self.state.pids.get("postgres")):
             self.state.pids["postgres"] = self.postgres.start(ports["postgres"])
         self.postgres.create_database(ports["postgres"], DATABASE, OWNER)
+        self.postgres.set_password(ports["postgres"], OWNER, self.state.password(OWNER))
         self.state.save(self.state_file)
 
     def migrate(self) -> None:
         env = {
             **os.environ,
             "CAIRN_POSTGRES_ADMIN_URL": self.postgres_url(OWNER),
+            "CAIRN_POSTGRES_APP_PASSWORD": self.state.password(SERVICE_ROLE),
             "CAIRN_NATS_URL": self.nats_url,
         }
         cli = Path(sys.executable).parent / "cairn"
@@ -124,7 +166,7 @@ class LocalStack:
         env = {
             **os.environ,
             "CAIRN_POSTGRES_URL": self.postgres_url(),
-            "CAIRN_NATS_URL": self.nats_url,
+            "CAIRN_NATS_URL": self.nats_url_as(f"cairn-{service.split('#')[0]}"),
             "CAIRN_REDIS_URL": self.redis_url,
             "CAIRN_HTTP_HOST": "127.0.0.1",
             "CAIRN_HTTP_PORT": str(self.state.ports[service]),
@@ -133,6 +175,9 @@ class LocalStack:
             "OMP_NUM_THREADS": "1",
             **self.extra_env,
         }
+        if service.split("#")[0] == "ingest":  # it answers adapters' NATS logins
+            env["CAIRN_NATS_LOGINS_URL"] = self.nats_url_as(NATS_LOGINS)
+            env["CAIRN_NATS_ISSUER_SEED"] = self.nats_issuer_seed()
         return env
 
     def start_service(self, service: str) -> None:
@@ -170,7 +215,7 @@ class LocalStack:
     def restart_redis(self) -> None:
         """Stop Redis and start it again on its port: it runs without persistence, so it comes back empty."""
         stop_pid(self.state.pids.pop("redis", None))
-        self.state.pids["redis"] = start_redis(self.home, self.state.ports["redis"])
+        self.state.pids["redis"] = start_redis(self.home, self.state.ports["redis"], self.state.password("redis"))
         self.state.save(self.state_file)
 
     def stop_postgres(self) -> None:
@@ -232,18 +277,29 @@ class LocalStack:
         self.state.api_key, self.state.tenant_id = body["api_key"], body["tenant_id"]
         self.state.save(self.state_file)
 
+    def endpoints(self) -> dict[str, str]:
+        """What `endpoints.env` says: where everything is, and the logins (the benches read it)."""
+        return {
+            "CAIRN_INGEST_URL": self.url("ingest"),
+            "CAIRN_RECALL_URL": self.url("recall"),
+            "CAIRN_API_KEY": self.state.api_key,
+            "CAIRN_ADMIN_TOKEN": self.state.admin_token,
+            "CAIRN_TENANT_ID": self.state.tenant_id,
+            **{f"CAIRN_{s.upper()}_HEALTH_URL": f"{self.url(s)}/readyz" for s in SERVICES},
+            "CAIRN_NATS_URL": self.nats_url,
+            "CAIRN_REDIS_URL": self.redis_url,
+            "CAIRN_POSTGRES_URL": self.postgres_url(),
+            # the operator's logins, for `cairn bench` (it reads past row-level security) and by hand
+            "CAIRN_POSTGRES_CAIRN_OWNER_URL": self.postgres_url(OWNER),
+            "CAIRN_POSTGRES_POSTGRES_URL": self.postgres_url("postgres"),
+        }
+
     def _write_endpoints(self) -> None:
-        lines = [
-            f"CAIRN_INGEST_URL={self.url('ingest')}",
-            f"CAIRN_RECALL_URL={self.url('recall')}",
-            f"CAIRN_API_KEY={self.state.api_key}",
-            f"CAIRN_ADMIN_TOKEN={self.state.admin_token}",
-            f"CAIRN_TENANT_ID={self.state.tenant_id}",
-            *(f"CAIRN_{s.upper()}_HEALTH_URL={self.url(s)}/readyz" for s in SERVICES),
-            f"CAIRN_NATS_URL={self.nats_url}",
-            f"CAIRN_REDIS_URL={self.redis_url}",
-            f"CAIRN_POSTGRES_URL={self.postgres_url()}",
-        ]
         path = self.home / "endpoints.env"
-        path.write_text("\n".join(lines) + "\n")
+        path.write_text("".join(f"{key}={value}\n" for key, value in self.endpoints().items()))
         path.chmod(0o600)
+
+
+def _postgres_login(user: str) -> str:
+    """Whose password a Postgres user logs in with: the projections' role shares the services' password."""
+    return SERVICE_ROLE if user == "cairn_projector" else user

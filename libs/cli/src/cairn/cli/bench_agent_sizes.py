@@ -36,6 +36,7 @@ from cairn.cli.bench_memindex import (
     conversation_text,
     synthetic_text,
 )
+from cairn.cli.endpoints import postgres_as
 from cairn.text import index_terms, to_tsvector_text
 
 SIZES = (20, 1_000, 2_500, 5_000, 10_000, 20_000)
@@ -210,7 +211,7 @@ def _searches(recall_url: str, keys: dict[int, str], questions: list[str]) -> li
 def run_sizes(
     endpoints: dict[str, str], sizes: tuple[int, ...], queries: int, data: Path | None = None
 ) -> list[dict[str, Any]]:
-    owner_url = endpoints["CAIRN_POSTGRES_URL"].replace("cairn_app@", "cairn_owner@")
+    owner_url = postgres_as(endpoints, "cairn_owner")
     rng = random.Random(11)
     text = synthetic_text(rng, queries) if data is None else conversation_text(rng, queries, data)
     keys = {size: new_tenant(endpoints, f"bench-sizes-{size}") for size in (*sizes, BACKGROUND)}

@@ -36,6 +36,7 @@ from cairn.cli.bench_lag import (
 from cairn.cli.bench_raw import raw_throughput
 from cairn.cli.bench_search import stall_share, time_searches
 from cairn.cli.chatgen import Chat, Traffic, search_queries
+from cairn.cli.endpoints import postgres_as
 from cairn.events import INGEST_STREAM, SESSION_STREAM
 
 # `--copy-rows`: grow the index past what the API run wrote by copying the rows cairn's indexer wrote for this
@@ -190,7 +191,7 @@ class LoadRun:
 
     async def copy_rows(self, count: int) -> int:
         """Copy `count` index rows of this run's tenants (see COPY_INDEX_ROWS); returns how many were copied."""
-        conn = await asyncpg.connect(as_user(self.endpoints["CAIRN_POSTGRES_URL"], "postgres"))
+        conn = await asyncpg.connect(postgres_as(self.endpoints, "postgres"))
         tenants, copied, round_ = [uuid.UUID(t.tenant_id) for t in self.tenants], 0, 0
         try:
             while copied < count:
@@ -204,7 +205,7 @@ class LoadRun:
 
     async def stored(self, rank: int | None = None) -> int:
         """Messages in the full-text index, every tenant's or one's (read as the database superuser, past RLS)."""
-        conn = await asyncpg.connect(as_user(self.endpoints["CAIRN_POSTGRES_URL"], "postgres"))
+        conn = await asyncpg.connect(postgres_as(self.endpoints, "postgres"))
         try:
             if rank is None:
                 return int(await conn.fetchval("SELECT count(*) FROM indexer.messages"))
@@ -224,10 +225,10 @@ def as_user(url: str, user: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}@{host}"))
 
 
-async def settle(postgres_url: str) -> float:
+async def settle(superuser_url: str) -> float:
     """Vacuum and analyze the search index's table as autovacuum would have by now (see SETTLE), as the database
     superuser; returns the seconds it took."""
-    conn = await asyncpg.connect(as_user(postgres_url, "postgres"))
+    conn = await asyncpg.connect(superuser_url)
     try:
         start = time.perf_counter()
         await conn.execute(SETTLE)
@@ -269,7 +270,7 @@ async def throughput(run: LoadRun) -> dict[str, Any]:
     size = run.settings.batch
     chats = [next(run.traffic.requests(size)) for _ in range(run.settings.throughput_messages // size)]
     count = len(chats) * size
-    nats_url, postgres = run.endpoints["CAIRN_NATS_URL"], as_user(run.endpoints["CAIRN_POSTGRES_URL"], "postgres")
+    nats_url, postgres = run.endpoints["CAIRN_NATS_URL"], postgres_as(run.endpoints, "postgres")
     rows, load = raw_rows(run, chats), list(run.postings(iter(chats)))  # encoded before the clock starts
     before = await raw_throughput(nats_url, postgres, rows)
     start, cpu = time.perf_counter(), time.process_time()
@@ -363,7 +364,7 @@ async def fill_and_search(run: LoadRun) -> dict[str, Any]:
             found[f"{target}"] = {"reached": False, "stored": stored, "why": "--messages ran out first"}
             continue
         await run.drain()
-        settled = await settle(run.endpoints["CAIRN_POSTGRES_URL"])
+        settled = await settle(postgres_as(run.endpoints, "postgres"))
         print(f"  {SETTLE} before timing searches, as autovacuum would have by now: {settled:.1f} s", flush=True)
         latency = await search_latency(run, {"small_tenant": run.small_tenant(), "largest_tenant": 0})
         found[f"{target}"] = {"reached": True, "stored": stored, "copied_rows": copied, "settled_s": round(settled, 1),

@@ -28,6 +28,7 @@ import asyncpg
 import httpx
 
 from cairn.cli.bench import new_tenant
+from cairn.cli.endpoints import postgres_as
 from cairn.memindex import LocalEmbedder
 from cairn.text import index_terms, to_tsvector_text
 
@@ -250,7 +251,7 @@ def run_search(
     """Synthetic text by default; with `data` (a dataset folder of corpus.jsonl and questions.jsonl), realistic
     text made of its conversation turns, asked its questions. With `keep`, seeded agents are reused across runs
     on the same database (see `_seeded_key`)."""
-    owner_url = endpoints["CAIRN_POSTGRES_URL"].replace("cairn_app@", "cairn_owner@")
+    owner_url = postgres_as(endpoints, "cairn_owner")
     rng = random.Random(11)
     text = synthetic_text(rng, queries) if data is None else conversation_text(rng, queries, data)
     rows = []

@@ -27,6 +27,7 @@ from cairn.cli.bench_recall_calibrate import run_calibration
 from cairn.cli.bench_recall_calls import RecallBench, configure, outcomes_text, recall_body
 from cairn.cli.bench_recall_data import run_datasets
 from cairn.cli.bench_recall_load import run_load
+from cairn.cli.endpoints import postgres_as
 
 BASELINE_ENTRIES = 20
 WARM_UP = 3
@@ -52,7 +53,7 @@ class Timed:
 
 def seeded_agents(endpoints: dict[str, str], sizes: tuple[int, ...], text: Text, keep: Path | None) -> list[Seeded]:
     """The baseline and one agent `main` per size, holding that many trusted entries, lane 2 off."""
-    owner_url = endpoints["CAIRN_POSTGRES_URL"].replace("cairn_app@", "cairn_owner@")
+    owner_url = postgres_as(endpoints, "cairn_owner")
     agents = []
     for size in (BASELINE_ENTRIES, *sizes):
         key, how = _seeded_key(endpoints, owner_url, size, text, keep)

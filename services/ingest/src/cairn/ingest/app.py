@@ -5,6 +5,7 @@ from fastapi.exceptions import RequestValidationError
 
 from cairn.delivery.pull import Consumer
 from cairn.ingest import agents_api, api, audit_api, keys_api, memory_api, models_api, records_api, sessions_api
+from cairn.ingest.adapter_logins import AdapterLogins
 from cairn.ingest.audit import AuditLog
 from cairn.ingest.inbox import Inbox
 from cairn.ingest.incognito_store import IncognitoThreads
@@ -36,7 +37,14 @@ def create_app(settings: IngestSettings) -> FastAPI:
         runtime.extras["sessions"] = SessionDirectory(
             runtime.pool, runtime.publisher.js, settings.session_lookup_wait_s
         )
-        return [Inbox(runtime.pool, runtime.publisher, settings, configs, runtime.extras["incognito"]), configs]
+        consumers: list[Consumer] = [
+            Inbox(runtime.pool, runtime.publisher, settings, configs, runtime.extras["incognito"]),
+            configs,
+        ]
+        if settings.nats_logins_url is not None and settings.nats_issuer_seed is not None:
+            logins_url, seed = settings.nats_logins_url.get_secret_value(), settings.nats_issuer_seed.get_secret_value()
+            consumers.append(AdapterLogins(logins_url, seed, runtime.extras["api_keys"]))
+        return consumers
 
     app = create_service_app(
         "ingest",

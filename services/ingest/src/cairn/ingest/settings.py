@@ -37,3 +37,11 @@ class IngestSettings(ServiceSettings):
         default=5.0, ge=0, description="how long a fork waits for the session service to catch up before a 404"
     )
     llm: LlmSettings = Field(default_factory=LlmSettings)  # its allow-list bounds tenants' model overrides
+    nats_logins_url: SecretStr | None = Field(
+        default=None,
+        description="NATS URL of the user that answers adapters' logins (auth callout, adapter_logins.py); unset: "
+        "ingest answers none (adapters post over HTTP, or NATS has no callout)",
+    )
+    nats_issuer_seed: SecretStr | None = Field(
+        default=None, description="seed of the account key nats-server trusts for login answers (`SA…`)"
+    )
