@@ -65,6 +65,9 @@ GRANT SELECT,INSERT,DELETE ON TABLE cairn.outbox TO cairn_app;
 -- cairn ACL TABLE processed_events
 GRANT SELECT,INSERT,DELETE ON TABLE cairn.processed_events TO cairn_app;
 
+-- cairn ACL TABLE tenant_limits
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE cairn.tenant_limits TO cairn_app;
+
 -- cairn ACL TABLE tenant_models
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE cairn.tenant_models TO cairn_app;
 
@@ -79,6 +82,10 @@ ALTER TABLE ONLY cairn.outbox
 -- cairn CONSTRAINT processed_events processed_events_pkey
 ALTER TABLE ONLY cairn.processed_events
     ADD CONSTRAINT processed_events_pkey PRIMARY KEY (consumer, event_id);
+
+-- cairn CONSTRAINT tenant_limits tenant_limits_pkey
+ALTER TABLE ONLY cairn.tenant_limits
+    ADD CONSTRAINT tenant_limits_pkey PRIMARY KEY (tenant_id);
 
 -- cairn CONSTRAINT tenant_models tenant_models_pkey
 ALTER TABLE ONLY cairn.tenant_models
@@ -173,6 +180,12 @@ CREATE POLICY tenant_batch ON cairn.processed_events TO cairn_projector USING ((
 -- cairn POLICY processed_events tenant_isolation
 CREATE POLICY tenant_isolation ON cairn.processed_events USING ((tenant_id = cairn.current_tenant())) WITH CHECK ((tenant_id = cairn.current_tenant()));
 
+-- cairn POLICY tenant_limits tenant_batch
+CREATE POLICY tenant_batch ON cairn.tenant_limits TO cairn_projector USING ((tenant_id = ANY (( SELECT cairn.batch_tenants() AS batch_tenants)::uuid[]))) WITH CHECK ((tenant_id = ANY (( SELECT cairn.batch_tenants() AS batch_tenants)::uuid[])));
+
+-- cairn POLICY tenant_limits tenant_isolation
+CREATE POLICY tenant_isolation ON cairn.tenant_limits USING ((tenant_id = cairn.current_tenant())) WITH CHECK ((tenant_id = cairn.current_tenant()));
+
 -- cairn POLICY tenant_models tenant_batch
 CREATE POLICY tenant_batch ON cairn.tenant_models TO cairn_projector USING ((tenant_id = ANY (( SELECT cairn.batch_tenants() AS batch_tenants)::uuid[]))) WITH CHECK ((tenant_id = ANY (( SELECT cairn.batch_tenants() AS batch_tenants)::uuid[])));
 
@@ -187,6 +200,9 @@ ALTER TABLE cairn.outbox ENABLE ROW LEVEL SECURITY;
 
 -- cairn ROW SECURITY processed_events
 ALTER TABLE cairn.processed_events ENABLE ROW LEVEL SECURITY;
+
+-- cairn ROW SECURITY tenant_limits
+ALTER TABLE cairn.tenant_limits ENABLE ROW LEVEL SECURITY;
 
 -- cairn ROW SECURITY tenant_models
 ALTER TABLE cairn.tenant_models ENABLE ROW LEVEL SECURITY;
@@ -227,6 +243,15 @@ CREATE TABLE cairn.processed_events (
     processed_at timestamp with time zone DEFAULT now() NOT NULL
 );
 ALTER TABLE ONLY cairn.processed_events FORCE ROW LEVEL SECURITY;
+
+-- cairn TABLE tenant_limits
+CREATE TABLE cairn.tenant_limits (
+    tenant_id uuid NOT NULL,
+    limits jsonb NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT tenant_limits_limits_check CHECK ((jsonb_typeof(limits) = 'object'::text))
+);
+ALTER TABLE ONLY cairn.tenant_limits FORCE ROW LEVEL SECURITY;
 
 -- cairn TABLE tenant_models
 CREATE TABLE cairn.tenant_models (

@@ -4,7 +4,7 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
 from cairn.delivery.pull import Consumer
-from cairn.ingest import agents_api, api, memory_api, models_api, sessions_api
+from cairn.ingest import agents_api, api, limits_api, memory_api, models_api, sessions_api
 from cairn.ingest.inbox import Inbox
 from cairn.ingest.incognito_store import IncognitoThreads
 from cairn.ingest.json_body import document_bodies
@@ -37,7 +37,14 @@ def create_app(settings: IngestSettings) -> FastAPI:
     app = create_service_app(
         "ingest",
         settings,
-        routers=[api.router, sessions_api.router, agents_api.router, memory_api.router, models_api.router],
+        routers=[
+            api.router,
+            sessions_api.router,
+            agents_api.router,
+            memory_api.router,
+            models_api.router,
+            limits_api.router,
+        ],
         wire=wire,
         description="The write door: messages, session commands, agent configs, memory writes, admin.",
     )
