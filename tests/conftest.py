@@ -47,6 +47,8 @@ def stack(span_collector: SpanCollector) -> Iterator[LocalStack]:
         # Hosts a tenant's model override may point at: the tests' model servers (tests/model_api.py) run on
         # 127.0.0.1; the others are only ever checked, never called.
         "CAIRN_LLM_ALLOWED_HOSTS": "127.0.0.1,llm.allowed.example,[fd00::7]",
+        # What a tenant has stored is counted anew a second after it was last, so quota tests need not wait 30 s.
+        "CAIRN_LIMITS_USAGE_CACHE_S": "1",
     }
     local = LocalStack(home, durable=False, extra_env=env)
     local._assign_ports()

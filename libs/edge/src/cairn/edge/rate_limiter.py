@@ -55,6 +55,12 @@ used = redis.call('INCRBY', KEYS[1], n)
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
 return {1, used}
 """
+# One more invalid key from an address, in a window that starts with its first (EXPIRE NX needs Redis 7).
+FAIL_AUTH = """
+local failures = redis.call('INCR', KEYS[1])
+if failures == 1 then redis.call('EXPIRE', KEYS[1], tonumber(ARGV[1])) end
+return failures
+"""
 DAY_S = 86_400
 
 
@@ -109,6 +115,7 @@ class RateLimiter:
         self._redis, self._settings, self.counters = redis, settings, counters
         self._gcra = redis.register_script(GCRA)
         self._daily = redis.register_script(TAKE_DAILY)
+        self._fail_auth = redis.register_script(FAIL_AUTH)
         self._away_until = 0.0
         self._logged = False
 
@@ -166,14 +173,6 @@ class RateLimiter:
 
     async def fail_auth(self, address: str) -> int | None:
         """Count one invalid key from `address` in its window; the count so far."""
-        key = f"cairn:auth-failures:{address}"
-
-        async def count() -> int:
-            async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.incr(key)
-                pipe.expire(key, math.ceil(self._settings.auth_window_s), nx=True)
-                failures, _ = await pipe.execute()
-            return int(failures)
-
-        result: int | None = await self._bounded(count())
-        return result
+        window = math.ceil(self._settings.auth_window_s)
+        failures = await self._bounded(self._fail_auth(keys=[f"cairn:auth-failures:{address}"], args=[window]))
+        return None if failures is None else int(failures)

@@ -66,4 +66,4 @@ async def get_usage(
     runtime = runtime_of(request)
     models: Models = runtime.extras["models"]
     report = usage_report(tenant, first, last, await models.store.usage(tenant, first, last))
-    return TenantUsage(**report.model_dump(), limits=await limit_usage(runtime.extras["limits"], tenant))
+    return TenantUsage(**report.model_dump(by_alias=True), limits=await limit_usage(runtime.extras["limits"], tenant))
