@@ -38,6 +38,8 @@ class NoisyTally:
     accepted_requests: int = 0
     refused_requests: int = 0  # 429
     other_failures: int = 0
+    last_position: int = 0  # the highest stream position the noisy tenant was given
+    run: str = ""
 
 
 @dataclass
@@ -46,6 +48,7 @@ class Phase:
     noisy_limit_per_s: float | None
     noisy: NoisyTally = field(default_factory=NoisyTally)
     lags_ms: list[float] = field(default_factory=list)
+    drain_s: float = 0.0  # after the window, until the noisy tenant's last message was indexed
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -64,7 +67,8 @@ def noisy_messages(run: str, first: int, count: int) -> list[dict[str, str]]:
 
 
 async def _noisy(url: str, key: str, plan: FairnessPlan) -> NoisyTally:
-    tally, client, run = NoisyTally(), Client(url), uuid.uuid4().hex[:8]
+    run = uuid.uuid4().hex[:8]
+    tally, client = NoisyTally(run=run), Client(url)
     headers = {"Authorization": f"Bearer {key}"}
     stop, sent = time.monotonic() + plan.seconds, 0
 
@@ -76,7 +80,10 @@ async def _noisy(url: str, key: str, plan: FairnessPlan) -> NoisyTally:
             answer = await client.send(client.post("/v1/messages/batch", encode_json({"messages": messages}), headers))
             if answer.status == 202:
                 tally.accepted_requests += 1
-                tally.accepted_messages += int(answer.json()["accepted"])
+                accepted = answer.json()
+                tally.accepted_messages += int(accepted["accepted"])
+                positions = [int(r["position"]) for r in accepted["results"] if "position" in r]
+                tally.last_position = max(tally.last_position, *positions)
             elif answer.status == 429:
                 tally.refused_requests += 1
             else:
@@ -129,6 +136,18 @@ def _limit(endpoints: dict[str, str], tenant_id: str, per_s: float) -> None:
               json={"requests_per_s": {"write": per_s}}, headers=admin, timeout=30).raise_for_status()  # fmt: skip
 
 
+def drained(endpoints: dict[str, str], key: str, tally: NoisyTally) -> float:
+    """Seconds until the noisy tenant's last accepted message is indexed (its backlog), so that the next phase
+    does not start behind it."""
+    started, headers = time.monotonic(), {"Authorization": f"Bearer {key}"}
+    body = {"query": tally.run, "consistent_with": str(tally.last_position)}
+    with httpx.Client(base_url=endpoints["CAIRN_RECALL_URL"], headers=headers, timeout=30) as recall:
+        while time.monotonic() - started < 600:
+            if not recall.post("/v1/sessions/search", json=body).raise_for_status().json()["indexing"]:
+                break
+    return time.monotonic() - started
+
+
 def run_phase(endpoints: dict[str, str], plan: FairnessPlan, phase: Phase) -> Phase:
     noisy_id, noisy_key = create_tenant(endpoints, f"bench-noisy-{uuid.uuid4().hex[:6]}")
     _, quiet_key = create_tenant(endpoints, f"bench-quiet-{uuid.uuid4().hex[:6]}")
@@ -142,6 +161,7 @@ def run_phase(endpoints: dict[str, str], plan: FairnessPlan, phase: Phase) -> Ph
         time.sleep(2.0)  # the noisy process imports and starts hammering before the first quiet message
         phase.lags_ms = asyncio.run(_quiet(endpoints, quiet_key, plan))
         phase.noisy = NoisyTally(**results.get(timeout=plan.seconds + 120))
+        phase.drain_s = drained(endpoints, noisy_key, phase.noisy) if phase.noisy.last_position else 0.0
     finally:
         noisy.join(10)
         if noisy.is_alive():
@@ -158,6 +178,7 @@ def summary(phase: Phase, seconds: float) -> dict[str, Any]:
         "noisy_accepted_requests_per_s": round(phase.noisy.accepted_requests / seconds, 2),
         "noisy_429": phase.noisy.refused_requests,
         "noisy_other_failures": phase.noisy.other_failures,
+        "noisy_backlog_drained_s": round(phase.drain_s, 1),
         "quiet_messages": len(lags),
         "quiet_lag_p50_ms": round(percentile(lags, 0.5), 1),
         "quiet_lag_p99_ms": round(percentile(lags, 0.99), 1),
