@@ -12,7 +12,8 @@ import re
 import secrets
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import asyncpg
 import httpx
@@ -43,6 +44,18 @@ def metric(stack: LocalStack, service: str, name: str) -> float:
     found = re.search(rf"^{name}(?:_total)? (\S+)$", text, re.MULTILINE)
     assert found, f"{name} is not in {service}'s metrics"
     return float(found.group(1))
+
+
+def wait_for_limits(recall: httpx.Client, wanted: Callable[[dict[str, Any]], bool]) -> None:
+    """Until this recall replica holds the tenant to the limits just set (each replica reads them anew every
+    CAIRN_LIMITS_LIMITS_CACHE_S, 2 s): asked of `GET /v1/usage`, counted in the admin class, not the one tested."""
+    deadline, limits = time.monotonic() + 15, None
+    while time.monotonic() < deadline:
+        limits = recall.get("/v1/usage").json()["limits"]
+        if wanted(limits):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"the replica still holds the tenant to {limits}")
 
 
 def _rate_headers(response: httpx.Response) -> dict[str, str]:
@@ -84,6 +97,8 @@ def test_past_the_rate_429_with_retry_after_counted_across_two_recall_replicas(
     try:
         services.wait_ready(replica)
         second = httpx.Client(base_url=services.url(replica), headers=tenant.recall.headers, timeout=30)
+        for client in (tenant.recall, second):
+            wait_for_limits(client, lambda limits: limits["requests_per_s"]["search"] == SLOW)
         first = tenant.recall.get("/v1/sessions")
         assert first.status_code == 200, first.text
         assert _rate_headers(first)["RateLimit-Remaining"] == "0"
@@ -136,6 +151,7 @@ def test_the_daily_message_quota_counts_batches_and_singles(services: LocalStack
     assert "RateLimit-Limit" in refused.headers
     assert tenant.ingest.post("/v1/messages", json={"text": "third"}).status_code == 202
     assert tenant.ingest.post("/v1/messages", json={"text": "fourth"}).status_code == 429
+    wait_for_limits(tenant.recall, lambda limits: limits["messages_per_day"]["limit"] == 3)
     usage = tenant.recall.get("/v1/usage")
     assert usage.status_code == 200, usage.text
     assert usage.json()["limits"]["messages_per_day"] == {"limit": 3, "used": 3}
@@ -156,8 +172,8 @@ def test_stored_usage_and_documents_are_reported_and_held(services: LocalStack, 
     assert refused is not None
     assert refused.status_code == 429, refused.text
     assert refused.json()["errors"][0]["field"] == "memory_documents"
+    wait_for_limits(tenant.recall, lambda limits: limits["memory_documents"]["limit"] == 1)
     limits = tenant.recall.get("/v1/usage").json()["limits"]
-    assert limits["memory_documents"]["limit"] == 1
     assert limits["stored_bytes"]["used"] >= len("the first document")
 
 

@@ -46,6 +46,10 @@ CREATE SCHEMA recall;
 -- - SCHEMA session
 CREATE SCHEMA session;
 
+-- cairn ACL FUNCTION all_tenant_limits()
+REVOKE ALL ON FUNCTION cairn.all_tenant_limits() FROM PUBLIC;
+GRANT ALL ON FUNCTION cairn.all_tenant_limits() TO cairn_app;
+
 -- cairn ACL FUNCTION batch_tenants()
 GRANT ALL ON FUNCTION cairn.batch_tenants() TO cairn_app;
 
@@ -100,6 +104,14 @@ BEGIN
                    'USING (tenant_id = ANY((SELECT cairn.batch_tenants())::uuid[])) '
                    'WITH CHECK (tenant_id = ANY((SELECT cairn.batch_tenants())::uuid[]))', tbl);
 END
+$$;
+
+-- cairn FUNCTION all_tenant_limits()
+CREATE FUNCTION cairn.all_tenant_limits() RETURNS TABLE(tenant_id uuid, limits jsonb)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'cairn'
+    AS $$
+    SELECT tenant_id, limits FROM cairn.tenant_limits
 $$;
 
 -- cairn FUNCTION batch_tenants()
@@ -251,7 +263,6 @@ CREATE TABLE cairn.tenant_limits (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT tenant_limits_limits_check CHECK ((jsonb_typeof(limits) = 'object'::text))
 );
-ALTER TABLE ONLY cairn.tenant_limits FORCE ROW LEVEL SECURITY;
 
 -- cairn TABLE tenant_models
 CREATE TABLE cairn.tenant_models (
