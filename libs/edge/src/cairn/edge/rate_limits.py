@@ -25,7 +25,8 @@ from cairn.edge.tenant_limits import EffectiveLimits, RequestClass, adds_documen
 # not a tenant's key; a tenant's key there is refused by the route).
 UNCOUNTED_PREFIXES = ("/v1/admin/", "/openapi.json", "/docs", "/redoc")
 INVALID_KEY = "The API key is not valid (revoked, mistyped or from another deployment)."
-KNOWN_KEY_S = 30.0  # as long as ApiKeys trusts a resolved key
+KNOWN_KEY_S = 30.0
+FREES_ROOM = ("/v1/erasures",)  # as long as ApiKeys trusts a resolved key
 
 
 @dataclass
@@ -82,7 +83,10 @@ class Limits:
         return Problem(401, INVALID_KEY)
 
     async def quota_refusal(self, tenant: str, method: str, path: str, limits: EffectiveLimits) -> Problem | None:
-        """A write past the tenant's stored bytes, or a memory file write past its documents (as last counted)."""
+        """A write past the tenant's stored bytes, or a memory file write past its documents (as last counted).
+        What frees room (a delete, an erasure) is never refused for it."""
+        if method == "DELETE" or path.startswith(FREES_ROOM):
+            return None
         stored = await self.store.stored(tenant)
         if stored is None:
             return None
