@@ -210,7 +210,7 @@ def other_address(services: LocalStack) -> Iterator[httpx.Client]:
 def test_invalid_keys_from_one_address_are_throttled_without_a_lookup_each(
     services: LocalStack, other_address: httpx.Client, tenant: Tenant
 ) -> None:
-    lookups = metric(services, "ingest", "cairn_auth_key_lookups")
+    lookups = metric(services, "ingest", "cairn_auth_invalid_key_lookups")
     statuses = []
     for _ in range(150):
         headers = {"Authorization": f"Bearer ck_{secrets.token_urlsafe(24)}"}
@@ -218,15 +218,15 @@ def test_invalid_keys_from_one_address_are_throttled_without_a_lookup_each(
     assert set(statuses) == {401, 429}
     throttled = statuses.count(429)
     assert throttled >= 50, statuses
-    looked_up = metric(services, "ingest", "cairn_auth_key_lookups") - lookups
+    looked_up = metric(services, "ingest", "cairn_auth_invalid_key_lookups") - lookups
     assert looked_up <= 150 - throttled  # a throttled key is never looked up
     assert metric(services, "ingest", "cairn_auth_throttled") >= throttled
     # the same invalid key again is answered from the invalid-key cache (no lookup)
-    lookups = metric(services, "ingest", "cairn_auth_key_lookups")
+    lookups = metric(services, "ingest", "cairn_auth_invalid_key_lookups")
     again = {"Authorization": "Bearer ck_the-same-wrong-key"}
     assert httpx.post(f"{services.url('ingest')}/v1/messages", json={"text": "x"}, headers=again).status_code == 401
     assert httpx.post(f"{services.url('ingest')}/v1/messages", json={"text": "x"}, headers=again).status_code == 401
-    assert metric(services, "ingest", "cairn_auth_key_lookups") - lookups == 1
+    assert metric(services, "ingest", "cairn_auth_invalid_key_lookups") - lookups == 1
     # other addresses are not throttled
     assert tenant.ingest.post("/v1/messages", json={"text": "still served"}).status_code == 202
 

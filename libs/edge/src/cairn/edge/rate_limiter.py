@@ -89,7 +89,7 @@ class LimitCounters:
 
     fail_open: int = 0
     refused: dict[str, int] = field(default_factory=dict)
-    auth_lookups: int = 0
+    invalid_lookups: int = 0
     auth_throttled: int = 0
     invalid_key_cache_hits: int = 0
 

@@ -5,7 +5,8 @@ answered 429 problem+json with Retry-After past either; every counted answer car
 stored bytes, and memory file writes to its memory documents.
 
 Invalid keys are answered 401 here, so that a client guessing keys is throttled per address before its next key
-is looked up, and a key just found invalid is not looked up again for `invalid_key_cache_s`."""
+is looked up, and a key just found invalid is not looked up again for `invalid_key_cache_s`. A valid key costs
+no more than before: its address is only checked in Redis once it has sent an invalid key to this process."""
 
 import datetime
 import time
@@ -25,8 +26,7 @@ from cairn.edge.tenant_limits import EffectiveLimits, RequestClass, adds_documen
 # not a tenant's key; a tenant's key there is refused by the route).
 UNCOUNTED_PREFIXES = ("/v1/admin/", "/openapi.json", "/docs", "/redoc")
 INVALID_KEY = "The API key is not valid (revoked, mistyped or from another deployment)."
-KNOWN_KEY_S = 30.0
-FREES_ROOM = ("/v1/erasures",)  # as long as ApiKeys trusts a resolved key
+FREES_ROOM = ("/v1/erasures",)  # never refused for the stored-bytes quota
 
 
 @dataclass
@@ -39,7 +39,7 @@ class Limits:
     limiter: RateLimiter
     counters: LimitCounters
     _invalid: dict[bytes, float] = field(default_factory=dict)
-    _valid: dict[bytes, tuple[str, float]] = field(default_factory=dict)
+    _suspects: dict[str, float] = field(default_factory=dict)  # addresses that sent an invalid key here lately
 
     def buckets(self, tenant: str, key_id: str, kind: RequestClass, limits: EffectiveLimits) -> list[Bucket]:
         burst = limits.burst_s
@@ -51,29 +51,29 @@ class Limits:
         ]  # fmt: skip
 
     async def tenant_of(self, secret: str, address: str) -> str | Problem:
-        """The key's tenant, or the 401 or 429 to answer: a key that was invalid moments ago, or any key not
-        known valid from an address past its failures, is answered without a database lookup."""
+        """The key's tenant (resolved and cached by ApiKeys, whose rules for revocation hold), or the 401 or 429
+        to answer. A key found invalid moments ago is answered without a lookup; so is any key from an address
+        that has sent invalid keys here lately and is past its failures (counted in Redis, across replicas)."""
         digest, now = hash_key(secret), time.monotonic()
         if (until := self._invalid.get(digest)) and until > now:
             self.counters.invalid_key_cache_hits += 1
             return await self._failed(address)
-        if (known := self._valid.get(digest)) and known[1] > now:
-            return known[0]
-        failures = await self.limiter.auth_failures(address)
-        if failures is not None and failures >= self.settings.auth_failures:
-            self.counters.auth_throttled += 1
-            return _auth_throttled(self.settings)
-        self.counters.auth_lookups += 1
+        if (suspect := self._suspects.get(address)) and suspect > now:
+            failures = await self.limiter.auth_failures(address)
+            if failures is not None and failures >= self.settings.auth_failures:
+                self.counters.auth_throttled += 1
+                return _auth_throttled(self.settings)
         tenant = await self.keys.tenant_for(secret)
-        if tenant is None:
-            if len(self._invalid) > 100_000:
-                self._invalid.clear()
-            self._invalid[digest] = now + self.settings.invalid_key_cache_s
-            return await self._failed(address)
-        if len(self._valid) > 100_000:
-            self._valid.clear()
-        self._valid[digest] = (tenant, now + KNOWN_KEY_S)
-        return tenant
+        if tenant is not None:
+            return tenant
+        self.counters.invalid_lookups += 1  # ApiKeys keeps no invalid key: each one was a database round trip
+        if len(self._invalid) > 100_000:
+            self._invalid.clear()
+        if len(self._suspects) > 100_000:
+            self._suspects.clear()
+        self._invalid[digest] = now + self.settings.invalid_key_cache_s
+        self._suspects[address] = now + self.settings.auth_window_s
+        return await self._failed(address)
 
     async def _failed(self, address: str) -> Problem:
         failures = await self.limiter.fail_auth(address)

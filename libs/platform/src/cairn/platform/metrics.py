@@ -142,9 +142,9 @@ class LimitMetrics(Collector):
             value=counted.fail_open,
         )
         yield CounterMetricFamily(
-            "cairn_auth_key_lookups",
-            "API keys looked up in Postgres by the limits (a key not resolved in the last moments)",
-            value=counted.auth_lookups,
+            "cairn_auth_invalid_key_lookups",
+            "Invalid API keys looked up in Postgres (neither remembered as invalid nor refused by the throttle)",
+            value=counted.invalid_lookups,
         )
         yield CounterMetricFamily(
             "cairn_auth_throttled",
