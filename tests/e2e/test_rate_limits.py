@@ -84,14 +84,14 @@ def test_every_counted_answer_carries_the_headers_of_its_class(tenant: Tenant) -
     assert int(headers["RateLimit-Remaining"]) > 0
     searched = tenant.recall.post("/v1/sessions/search", json={"query": "hello"})
     assert searched.status_code == 200
-    assert float(_rate_headers(searched)["RateLimit-Limit"]) == 2000  # the default search rate
+    assert float(_rate_headers(searched)["RateLimit-Limit"]) == 5000  # the default search rate
 
 
 def test_past_the_rate_429_with_retry_after_counted_across_two_recall_replicas(
     services: LocalStack, tenant: Tenant
 ) -> None:
     limits = put_limits(services, tenant.tenant_id, {"requests_per_s": {"search": SLOW}})
-    assert limits["requests_per_s"] == {"write": 5000, "search": SLOW, "recall": 500, "admin": 50}
+    assert limits["requests_per_s"] == {"write": 5000, "search": SLOW, "recall": 2000, "admin": 100}
     replica = services.add_replica("recall")
     services.start_service(replica)
     try:
@@ -180,7 +180,7 @@ def test_stored_usage_and_documents_are_reported_and_held(services: LocalStack, 
 def test_limits_set_through_the_admin_api_reach_a_replica_that_counted_before(
     services: LocalStack, tenant: Tenant
 ) -> None:
-    assert float(tenant.recall.get("/v1/sessions").headers["RateLimit-Limit"]) == 2000
+    assert float(tenant.recall.get("/v1/sessions").headers["RateLimit-Limit"]) == 5000
     put_limits(services, tenant.tenant_id, {"requests_per_s": {"search": SLOW}})
     got = httpx.get(
         f"{services.url('ingest')}/v1/admin/tenants/{tenant.tenant_id}/limits", headers=_admin(services), timeout=10
