@@ -246,3 +246,20 @@ def test_with_redis_away_requests_are_served_uncounted(services: LocalStack, ten
         assert metric(services, "ingest", "cairn_rate_limit_fail_open") >= failed_open + 3
     finally:
         services.start_servers()
+
+
+def test_past_its_stored_bytes_a_tenant_may_still_delete(services: LocalStack, tenant: Tenant) -> None:
+    put_limits(services, tenant.tenant_id, {"stored_bytes": 10})
+    assert tenant.ingest.post("/v1/messages", json={"text": "twenty bytes of text"}).status_code == 202
+    deadline, refused = time.monotonic() + 60, None
+    while time.monotonic() < deadline:  # once the message is stored and counted anew (behind the requests)
+        refused = tenant.ingest.post("/v1/messages", json={"text": "more"})
+        if refused.status_code == 429:
+            break
+        time.sleep(0.5)
+    assert refused is not None
+    assert refused.status_code == 429, refused.text
+    assert refused.json()["errors"] == [{"field": "stored_bytes", "message": "limit reached"}]
+    assert tenant.ingest.delete("/v1/memory/files/memory/bank/gone.md").status_code != 429
+    wait_for_limits(tenant.recall, lambda limits: limits["stored_bytes"]["limit"] == 10)
+    assert tenant.recall.get("/v1/usage").json()["limits"]["stored_bytes"]["used"] >= 20
