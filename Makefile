@@ -8,7 +8,7 @@ UV := $(shell command -v uv 2>/dev/null || echo .cairn/tools/bin/uv)
 export UV_LINK_MODE := copy
 export OMP_NUM_THREADS := 1
 
-.PHONY: help install up down run status chaos bench bench-retrieval bench-load test test-unit test-integration test-e2e lint fmt typecheck clean
+.PHONY: help install up down run status chaos bench bench-retrieval bench-load bench-fairness test test-unit test-integration test-e2e lint fmt typecheck clean
 
 help: ## list the verbs
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -72,6 +72,9 @@ bench-retrieval: install ## retrieval quality on the shared datasets (`make up` 
 
 bench-load: install ## multi-tenant load (`make up` first): throughput vs a raw baseline, index lag, search at 100k; LOAD_MESSAGES=1000000 for 1M (long)
 	$(UV) run --frozen cairn bench load --messages $(or $(LOAD_MESSAGES),100000)
+
+bench-fairness: install ## a quiet tenant's index lag beside a noisy one at full speed, default limits then the noisy one limited (`make up` first)
+	$(UV) run --frozen cairn bench fairness --noisy-limit $(or $(NOISY_LIMIT),3)
 
 lint: install ## ruff (lint + format check) and strict mypy
 	$(UV) run --frozen ruff check .

@@ -40,8 +40,8 @@ def _document() -> dict[str, Any]:
 def test_every_api_route_lists_the_edge_answers_as_problems() -> None:
     paths = _document()["paths"]
     read, write, admin = paths["/v1/notes/{name}"]["get"], paths["/v1/notes"]["post"], paths["/v1/admin/notes"]["post"]
-    assert set(read["responses"]) == {"200", "401", "403", "404", "422", "500", "503"}
-    assert set(write["responses"]) == {"200", "400", "401", "403", "408", "413", "422", "500", "503"}
+    assert set(read["responses"]) == {"200", "401", "403", "404", "422", "429", "500", "503"}
+    assert set(write["responses"]) == {"200", "400", "401", "403", "408", "413", "422", "429", "500", "503"}
     assert set(admin["responses"]) == set(write["responses"])
     assert admin["responses"]["403"]["description"] != write["responses"]["403"]["description"]
     for operation in (read, write, admin):

@@ -46,6 +46,10 @@ CREATE SCHEMA recall;
 -- - SCHEMA session
 CREATE SCHEMA session;
 
+-- cairn ACL FUNCTION all_tenant_limits()
+REVOKE ALL ON FUNCTION cairn.all_tenant_limits() FROM PUBLIC;
+GRANT ALL ON FUNCTION cairn.all_tenant_limits() TO cairn_app;
+
 -- cairn ACL FUNCTION batch_tenants()
 GRANT ALL ON FUNCTION cairn.batch_tenants() TO cairn_app;
 
@@ -65,6 +69,9 @@ GRANT SELECT,INSERT,DELETE ON TABLE cairn.outbox TO cairn_app;
 -- cairn ACL TABLE processed_events
 GRANT SELECT,INSERT,DELETE ON TABLE cairn.processed_events TO cairn_app;
 
+-- cairn ACL TABLE tenant_limits
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE cairn.tenant_limits TO cairn_app;
+
 -- cairn ACL TABLE tenant_models
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE cairn.tenant_models TO cairn_app;
 
@@ -80,6 +87,10 @@ ALTER TABLE ONLY cairn.outbox
 ALTER TABLE ONLY cairn.processed_events
     ADD CONSTRAINT processed_events_pkey PRIMARY KEY (consumer, event_id);
 
+-- cairn CONSTRAINT tenant_limits tenant_limits_pkey
+ALTER TABLE ONLY cairn.tenant_limits
+    ADD CONSTRAINT tenant_limits_pkey PRIMARY KEY (tenant_id);
+
 -- cairn CONSTRAINT tenant_models tenant_models_pkey
 ALTER TABLE ONLY cairn.tenant_models
     ADD CONSTRAINT tenant_models_pkey PRIMARY KEY (tenant_id);
@@ -93,6 +104,14 @@ BEGIN
                    'USING (tenant_id = ANY((SELECT cairn.batch_tenants())::uuid[])) '
                    'WITH CHECK (tenant_id = ANY((SELECT cairn.batch_tenants())::uuid[]))', tbl);
 END
+$$;
+
+-- cairn FUNCTION all_tenant_limits()
+CREATE FUNCTION cairn.all_tenant_limits() RETURNS TABLE(tenant_id uuid, limits jsonb)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'cairn'
+    AS $$
+    SELECT tenant_id, limits FROM cairn.tenant_limits
 $$;
 
 -- cairn FUNCTION batch_tenants()
@@ -173,6 +192,12 @@ CREATE POLICY tenant_batch ON cairn.processed_events TO cairn_projector USING ((
 -- cairn POLICY processed_events tenant_isolation
 CREATE POLICY tenant_isolation ON cairn.processed_events USING ((tenant_id = cairn.current_tenant())) WITH CHECK ((tenant_id = cairn.current_tenant()));
 
+-- cairn POLICY tenant_limits tenant_batch
+CREATE POLICY tenant_batch ON cairn.tenant_limits TO cairn_projector USING ((tenant_id = ANY (( SELECT cairn.batch_tenants() AS batch_tenants)::uuid[]))) WITH CHECK ((tenant_id = ANY (( SELECT cairn.batch_tenants() AS batch_tenants)::uuid[])));
+
+-- cairn POLICY tenant_limits tenant_isolation
+CREATE POLICY tenant_isolation ON cairn.tenant_limits USING ((tenant_id = cairn.current_tenant())) WITH CHECK ((tenant_id = cairn.current_tenant()));
+
 -- cairn POLICY tenant_models tenant_batch
 CREATE POLICY tenant_batch ON cairn.tenant_models TO cairn_projector USING ((tenant_id = ANY (( SELECT cairn.batch_tenants() AS batch_tenants)::uuid[]))) WITH CHECK ((tenant_id = ANY (( SELECT cairn.batch_tenants() AS batch_tenants)::uuid[])));
 
@@ -187,6 +212,9 @@ ALTER TABLE cairn.outbox ENABLE ROW LEVEL SECURITY;
 
 -- cairn ROW SECURITY processed_events
 ALTER TABLE cairn.processed_events ENABLE ROW LEVEL SECURITY;
+
+-- cairn ROW SECURITY tenant_limits
+ALTER TABLE cairn.tenant_limits ENABLE ROW LEVEL SECURITY;
 
 -- cairn ROW SECURITY tenant_models
 ALTER TABLE cairn.tenant_models ENABLE ROW LEVEL SECURITY;
@@ -227,6 +255,14 @@ CREATE TABLE cairn.processed_events (
     processed_at timestamp with time zone DEFAULT now() NOT NULL
 );
 ALTER TABLE ONLY cairn.processed_events FORCE ROW LEVEL SECURITY;
+
+-- cairn TABLE tenant_limits
+CREATE TABLE cairn.tenant_limits (
+    tenant_id uuid NOT NULL,
+    limits jsonb NOT NULL,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT tenant_limits_limits_check CHECK ((jsonb_typeof(limits) = 'object'::text))
+);
 
 -- cairn TABLE tenant_models
 CREATE TABLE cairn.tenant_models (

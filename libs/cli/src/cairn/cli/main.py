@@ -16,6 +16,7 @@ from cairn.cli.bench import read_endpoints, report, report_rows, report_table, r
 from cairn.cli.bench_agent_sizes import SIZES, run_sizes
 from cairn.cli.bench_consumer import run_consumer_bench
 from cairn.cli.bench_extraction import report_extraction, run_extraction
+from cairn.cli.bench_fairness import FairnessPlan, run_fairness
 from cairn.cli.bench_history import run_history
 from cairn.cli.bench_lag import REQUEST_MESSAGES
 from cairn.cli.bench_large_batch import run_large_batch
@@ -245,7 +246,27 @@ def _parser() -> argparse.ArgumentParser:
     recall.add_argument("--datasets", default="locomo,memorybank-cn,memorybank-en")
     recall.add_argument("--questions", type=int, help="questions asked per dataset (default: all)")
     recall.add_argument("--keep-seed", type=Path, help="reuse agents seeded by an earlier run (key file)")
-    for kind in (ingest, imported, history, load, memory_bench, memindex, consumer, large, recall, extraction):
+    fairness = kinds.add_parser(
+        "fairness", help="a quiet tenant's index lag while a noisy one writes at full speed, unlimited then limited"
+    )
+    fairness.add_argument("--seconds", type=float, default=30.0)
+    fairness.add_argument("--quiet-per-s", type=float, default=5.0, help="the quiet tenant's messages/s")
+    fairness.add_argument("--connections", type=int, default=8, help="the noisy tenant's requests at once")
+    fairness.add_argument("--batch", type=int, default=100, help="messages per noisy request")
+    fairness.add_argument("--noisy-limit", type=float, default=10.0, help="limited phase: noisy write requests/s")
+    for kind in (
+        ingest,
+        imported,
+        history,
+        load,
+        memory_bench,
+        memindex,
+        consumer,
+        large,
+        recall,
+        extraction,
+        fairness,
+    ):
         kind.add_argument("--endpoints", type=Path, default=Path(".cairn/endpoints.env"))
         kind.add_argument("--out", type=Path, default=Path(f"bench-results/{kind.prog.split()[-1]}.json"))
     return parser
@@ -346,6 +367,15 @@ def _bench(args: argparse.Namespace) -> None:
         report_rows("consumer", [asdict(f) for f in figures], args.out)
     elif args.kind == "recall":
         run_recall_bench(args.endpoints, recall_settings(args), args.out)
+    else:
+        _rows_bench(args)
+
+
+def _rows_bench(args: argparse.Namespace) -> None:
+    """The benches that report a list of rows."""
+    if args.kind == "fairness":
+        plan = FairnessPlan(args.seconds, args.quiet_per_s, args.connections, args.batch, args.noisy_limit)
+        report_rows("fairness", run_fairness(read_endpoints(args.endpoints), plan), args.out)
     elif args.kind == "memory":
         report_rows("memory", run_memory(read_endpoints(args.endpoints), args.runs), args.out)
     else:

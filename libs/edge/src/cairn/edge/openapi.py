@@ -38,6 +38,11 @@ _RETRY_AFTER = {"Retry-After": {"description": "seconds to wait before trying ag
 EVERY_ROUTE: dict[str, dict[str, Any]] = {
     "401": {"description": "No API key, or one that is not valid (admin routes: not the admin token)"},
     "422": {"description": "The request is invalid: `errors` names each field and what is wrong with it"},
+    "429": {
+        "description": "A rate limit or quota of the tenant or its key (`errors` names the limit), or too many "
+        "invalid keys from this address; every counted answer carries RateLimit-Limit, -Remaining and -Reset",
+        "headers": _RETRY_AFTER,
+    },
     "500": {"description": "An unexpected error: the answer carries a `trace_id` to quote"},
     "503": {
         "description": "A dependency (Postgres, NATS, Redis) is down, or the process is at its concurrency limit",

@@ -68,3 +68,46 @@ def http_defaults(port: int) -> Callable[[], HttpSettings]:
         return settings if "port" in settings.model_fields_set else settings.model_copy(update={"port": port})
 
     return build
+
+
+class LimitSettings(BaseSettings):
+    """Every tenant's rate limits and quotas unless the operator set its own (`PUT
+    /v1/admin/tenants/{tenant_id}/limits`). The defaults are far above what one tenant of the benches sends (on a
+    2-core machine one ingest process answers some hundreds of requests/s in all, and a tenant posting 100-message
+    batches at full speed is accepted ~30 requests/s), so only an override or a much larger deployment meets them."""
+
+    model_config = SettingsConfigDict(env_prefix="CAIRN_LIMITS_", extra="ignore")
+
+    enabled: bool = Field(default=True, description="off: no request is counted or refused, no headers are sent")
+    write_per_s: float = Field(default=5000.0, gt=0, description="messages, batches, session commands, memory writes")
+    search_per_s: float = Field(default=5000.0, gt=0, description="searches, history and every other read")
+    recall_per_s: float = Field(default=2000.0, gt=0, description="`POST /v1/recall`")
+    admin_per_s: float = Field(default=100.0, gt=0, description="keys, limits and usage under a tenant's key")
+    key_share: float = Field(
+        default=1.0, gt=0, le=1, description="each key's own rate, as a share of its tenant's (per class)"
+    )
+    burst_s: float = Field(
+        default=1.0, gt=0, description="how many seconds of a rate a client may send at once after a quiet spell"
+    )
+    messages_per_day: int = Field(default=50_000_000, ge=1, description="messages accepted per tenant per UTC day")
+    stored_bytes: int = Field(default=100 * 1024**3, ge=1, description="transcript and memory text stored")
+    memory_documents: int = Field(default=100_000, ge=1, description="live memory documents per tenant")
+    limits_cache_s: float = Field(
+        default=2.0, ge=0, description="how long a tenant's limits are reused before Postgres is read again"
+    )
+    usage_cache_s: float = Field(
+        default=30.0, ge=0, description="how long a tenant's stored bytes and documents are reused (read anew behind)"
+    )
+    auth_failures: int = Field(
+        default=50, ge=1, description="invalid keys one client address may send per window before it is answered 429"
+    )
+    auth_window_s: float = Field(default=10.0, gt=0, description="the window of `auth_failures`")
+    invalid_key_cache_s: float = Field(
+        default=5.0, ge=0, description="how long an invalid key is answered 401 without a database lookup"
+    )
+    redis_timeout_s: float = Field(
+        default=0.25, gt=0, description="how long a count may wait for Redis before the request is let through"
+    )
+    redis_retry_s: float = Field(
+        default=2.0, ge=0, description="after Redis failed, how long requests go uncounted before it is tried again"
+    )

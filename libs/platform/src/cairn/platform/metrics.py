@@ -6,17 +6,20 @@ APIs, such as `GET /v1/memory/status`) nor a raw path: a request is counted unde
 (`/v1/sessions/{session_key}/history`), and one that matched no route under `unmatched`."""
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from fastapi.routing import APIRoute
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
+from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
 from prometheus_client.process_collector import ProcessCollector
+from prometheus_client.registry import Collector
 from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from cairn.edge.problems import REFUSAL_REASON
+from cairn.edge.rate_limiter import LimitCounters
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})  # others are counted as "other"
 UNMATCHED = "unmatched"
@@ -34,6 +37,8 @@ class ServiceMetrics:
         disable_created_metrics()  # type: ignore[no-untyped-call]  # the library leaves it unannotated
         self.registry = CollectorRegistry()
         self.routes: list[APIRoute] = []
+        self.limit_counters = LimitCounters()
+        self.registry.register(LimitMetrics(self.limit_counters))
         self._series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         ProcessCollector(registry=self.registry)
         PlatformCollector(registry=self.registry)
@@ -115,3 +120,39 @@ class RequestMetrics:
             await self.app(scope, receive, sending)
         finally:
             self.metrics.observe(scope, status, time.perf_counter() - started)
+
+
+class LimitMetrics(Collector):
+    """The rate limits' and quotas' counters (kept as plain integers by cairn.edge, read at each scrape)."""
+
+    def __init__(self, counters: LimitCounters) -> None:
+        self.counters = counters
+
+    def collect(self) -> Iterator[Metric]:
+        counted = self.counters
+        refused = CounterMetricFamily(
+            "cairn_rate_limited", "Requests answered 429, by the limit they met", labels=("limit",)
+        )
+        for limit, count in sorted(counted.refused.items()):
+            refused.add_metric((limit,), count)
+        yield refused
+        yield CounterMetricFamily(
+            "cairn_rate_limit_fail_open",
+            "Counts (rates, quotas, failed keys) skipped because Redis did not answer in time: let through uncounted",
+            value=counted.fail_open,
+        )
+        yield CounterMetricFamily(
+            "cairn_auth_invalid_key_lookups",
+            "Invalid API keys looked up in Postgres (neither remembered as invalid nor refused by the throttle)",
+            value=counted.invalid_lookups,
+        )
+        yield CounterMetricFamily(
+            "cairn_auth_throttled",
+            "Requests answered 429 because their address sent too many invalid keys (no lookup made)",
+            value=counted.auth_throttled,
+        )
+        yield CounterMetricFamily(
+            "cairn_auth_invalid_key_cache_hits",
+            "Requests with a key found invalid moments before, answered without a lookup",
+            value=counted.invalid_key_cache_hits,
+        )

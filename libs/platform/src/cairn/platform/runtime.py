@@ -31,11 +31,14 @@ from cairn.delivery.supervision import Health, Restarts, supervise
 from cairn.edge.auth import ApiKeys
 from cairn.edge.errors import ErrorsAsProblems
 from cairn.edge.key_revocations import RevocationListener
+from cairn.edge.limit_store import LimitStore
 from cairn.edge.limits import BodyLimit, ConcurrencyLimit
 from cairn.edge.openapi import document_problems
 from cairn.edge.problems import install_problem_handlers
 from cairn.edge.protocols import with_header_timeout
 from cairn.edge.query import EmptyQueryParamsAreAbsent
+from cairn.edge.rate_limiter import RateLimiter
+from cairn.edge.rate_limits import Limits, RateLimits
 from cairn.edge.trace_context import HandOnTraceContext
 from cairn.platform.consumer_metrics import ConsumerMetrics, pull_consumers
 from cairn.platform.metrics import RequestMetrics, ServiceMetrics
@@ -218,6 +221,19 @@ def settle_heap() -> None:
     gc.set_threshold(YOUNG_COLLECTION_OBJECTS, older, oldest)
 
 
+def _limits(runtime: Runtime, metrics: ServiceMetrics) -> Limits:
+    """The process's rate limits and quotas, their counters shown at /metrics."""
+    settings = runtime.settings
+    limits = Limits(
+        settings=settings.limits,
+        keys=runtime.extras["api_keys"],
+        store=LimitStore(runtime.pool, settings.limits, settings.http.dependency_timeout_s),
+        limiter=RateLimiter(runtime.redis, settings.limits, metrics.limit_counters),
+        counters=metrics.limit_counters,
+    )
+    return limits
+
+
 def create_service_app(
     name: str,
     settings: ServiceSettings,
@@ -249,6 +265,7 @@ def create_service_app(
         await broker.connect()
         runtime = Runtime(name, settings, pool, broker, EventPublisher(broker.connection.jetstream()), redis, {})
         keys = runtime.extras["api_keys"] = ApiKeys(pool)
+        runtime.extras["limits"] = _limits(runtime, metrics)
         await broker.start()
         # every service authenticates with the same keys, so every one listens for their revocation
         wired = [*(wire(runtime) if wire else ()), RevocationListener(redis, keys)]
@@ -283,6 +300,7 @@ def create_service_app(
     # trace context (added last), so a 500 carries the request's trace id
     app.add_middleware(EmptyQueryParamsAreAbsent)
     app.add_middleware(BodyLimit, max_bytes=settings.http.max_body_bytes, body_timeout_s=settings.http.body_timeout_s)
+    app.add_middleware(RateLimits)
     app.add_middleware(ErrorsAsProblems, dependency_timeout_s=settings.http.dependency_timeout_s)
     app.add_middleware(ConcurrencyLimit, max_requests=settings.http.max_concurrency)
     served = [health_router(), metrics_router(metrics, settings.metrics), *routers]

@@ -7,7 +7,7 @@ from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from cairn.delivery.settings import NatsSettings, ProcessedSettings, SupervisionSettings
-from cairn.edge.settings import HttpSettings
+from cairn.edge.settings import HttpSettings, LimitSettings
 from cairn.storage.settings import PostgresSettings
 
 
@@ -61,3 +61,4 @@ class ServiceSettings(BaseSettings):
     processed: ProcessedSettings = Field(default_factory=ProcessedSettings)
     supervision: SupervisionSettings = Field(default_factory=SupervisionSettings)
     metrics: MetricsSettings = Field(default_factory=MetricsSettings)
+    limits: LimitSettings = Field(default_factory=LimitSettings)

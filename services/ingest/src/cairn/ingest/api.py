@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError, WithJsonSch
 from cairn.delivery.publisher import EventPublisher
 from cairn.edge.auth import ApiKeys, Tenant, bearer_token, current_tenant
 from cairn.edge.problems import Problem, problem_response, validation_problem
+from cairn.edge.rate_limits import count_messages
 from cairn.events import INGEST_STREAM, InboundMessage, MessageReceived
 from cairn.events.fields import Name
 from cairn.events.routing import RoutingError, is_incognito
@@ -171,8 +172,10 @@ async def post_message(message: InboundMessage, tenant: Tenant, request: Request
     _refuse(message, ingest_settings(request).max_text_bytes)
     if (key := _incognito_key(message)) is not None:
         return await _keep_incognito(runtime_of(request), tenant, message, key)
-    publisher = runtime_of(request).publisher
-    return (await _publish_messages(publisher, [await _event_for(_configs(runtime_of(request)), tenant, message)]))[0]
+    runtime = runtime_of(request)
+    event = await _event_for(_configs(runtime), tenant, message)
+    await count_messages(runtime.extras, tenant, 1)
+    return (await _publish_messages(runtime.publisher, [event]))[0]
 
 
 @router.post(
@@ -211,6 +214,7 @@ async def accept_batch(runtime: Runtime, tenant: str, messages: list[dict[str, A
             results[index] = _item_error(error, max_text_bytes)
         except Problem as problem:
             results[index] = {"error": {"status": problem.status, "errors": problem.errors or []}}
+    await count_messages(runtime.extras, tenant, len(events))
     accepted = await _publish_messages(runtime.publisher, [e for _, e in events])
     for (index, _), item in zip(events, accepted, strict=True):
         results[index] = item.model_dump()

@@ -4,7 +4,17 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 
 from cairn.delivery.pull import Consumer
-from cairn.ingest import agents_api, api, audit_api, keys_api, memory_api, models_api, records_api, sessions_api
+from cairn.ingest import (
+    agents_api,
+    api,
+    audit_api,
+    keys_api,
+    limits_api,
+    memory_api,
+    models_api,
+    records_api,
+    sessions_api,
+)
 from cairn.ingest.adapter_logins import AdapterLogins
 from cairn.ingest.audit import AuditLog
 from cairn.ingest.inbox import Inbox
@@ -59,6 +69,7 @@ def create_app(settings: IngestSettings) -> FastAPI:
             keys_api.admin,
             keys_api.own,
             audit_api.router,
+            limits_api.router,
         ],
         wire=wire,
         description="The write door: messages, session commands, agent configs, memory writes, admin.",
