@@ -35,6 +35,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from cairn.delivery.nats_logins import issuer_public_key
 from cairn.local import LocalStack
 from cairn.local.infra import NATS_SYNC_INTERVAL, SHARED_BUFFERS
 from cairn.local.main import local_defaults
@@ -1490,3 +1491,21 @@ def test_commands_are_console_scripts_of_the_workspace() -> None:
     commands |= {c["command"][0] for c in cairn_containers(build("base")).values()}
     assert commands == {f"cairn-{name}" for name in SERVICES} | {"cairn"}
     assert commands <= console_scripts(), f"no such console script: {commands - console_scripts()}"
+
+
+def test_adapters_nats_logins_are_answered_by_ingest_with_the_key_the_server_trusts() -> None:
+    """NATS auth callout in Kubernetes and compose: every configured user bypasses it, ingest logs in as the one user
+    that may answer, and the issuer key the server trusts is the public half of the seed ingest signs with."""
+    authorization = load_one(NATS_VALUES)["config"]["merge"]["authorization"]
+    users = {u["user"] for u in authorization["users"]}
+    assert set(authorization["auth_callout"]["auth_users"]) == users
+    ingest = container_env(cairn_containers(build("overlays/dev"))["ingest"])
+    assert urlsplit(str(ingest["CAIRN_NATS_LOGINS_URL"]["value"])).username == "cairn-logins"
+    assert ingest["CAIRN_NATS_ISSUER_SEED"]["valueFrom"]["secretKeyRef"]["key"] == "CAIRN_NATS_ISSUER_SEED"
+    secrets = secret_data(build("overlays/dev"), "cairn-secrets")
+    assert issuer_public_key(secrets["CAIRN_NATS_ISSUER_SEED"]) == secrets["CAIRN_NATS_ISSUER"]
+
+    services = compose()["services"]
+    seed = compose_env(services["ingest"])["CAIRN_NATS_ISSUER_SEED"]
+    assert issuer_public_key(seed) == compose_env(services["nats"])["CAIRN_NATS_ISSUER"]
+    assert urlsplit(compose_env(services["ingest"])["CAIRN_NATS_LOGINS_URL"]).username == "cairn-logins"
