@@ -263,3 +263,19 @@ def test_past_its_stored_bytes_a_tenant_may_still_delete(services: LocalStack, t
     assert tenant.ingest.delete("/v1/memory/files/memory/bank/gone.md").status_code != 429
     wait_for_limits(tenant.recall, lambda limits: limits["stored_bytes"]["limit"] == 10)
     assert tenant.recall.get("/v1/usage").json()["limits"]["stored_bytes"]["used"] >= 20
+
+
+def test_guessing_the_admin_token_is_throttled_per_address(services: LocalStack, other_address: httpx.Client) -> None:
+    """The admin API is not rate-limited, but a wrong admin token is a failed login like an invalid key: past the
+    address's failures it is answered 429 before the token is even compared, the right one included."""
+    statuses = []
+    for _ in range(80):
+        wrong = {"Authorization": f"Bearer adm_{secrets.token_urlsafe(24)}"}
+        statuses.append(other_address.get("/v1/admin/audit", headers=wrong).status_code)
+    assert set(statuses) == {401, 429}
+    first = statuses.index(429)
+    assert first > 0, "the first wrong tokens are answered 401"
+    assert statuses[first:] == [429] * (80 - first), "once throttled, every try is 429"
+    right = {"Authorization": f"Bearer {services.state.admin_token}"}
+    assert other_address.get("/v1/admin/audit", headers=right).status_code == 429
+    assert httpx.get(f"{services.url('ingest')}/v1/admin/audit", headers=right).status_code == 200  # another address

@@ -75,6 +75,21 @@ class Limits:
         self._suspects[address] = now + self.settings.auth_window_s
         return await self._failed(address)
 
+    async def admin_refusal(self, address: str) -> Problem | None:
+        """The 429 for an address past its failed logins, before an admin token is even compared (guessing the
+        operator's token is throttled like guessing keys), or None."""
+        failures = await self.limiter.auth_failures(address)
+        if failures is not None and failures >= self.settings.auth_failures:
+            self.counters.auth_throttled += 1
+            return _auth_throttled(self.settings)
+        return None
+
+    async def admin_failed(self, address: str, refusal: Problem) -> Problem:
+        """A wrong admin token counts as a failed login of its address: `refusal` (the 401), or the 429 once the
+        address is past its failures."""
+        throttled = await self._failed(address)
+        return throttled if throttled.status == 429 else refusal
+
     async def _failed(self, address: str) -> Problem:
         failures = await self.limiter.fail_auth(address)
         if failures is not None and failures > self.settings.auth_failures:

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError, WithJsonSch
 from cairn.delivery.publisher import EventPublisher
 from cairn.edge.auth import ApiKeys, Tenant, bearer_token, current_tenant
 from cairn.edge.problems import Problem, problem_response, validation_problem
-from cairn.edge.rate_limits import count_messages
+from cairn.edge.rate_limits import Limits, count_messages
 from cairn.events import INGEST_STREAM, InboundMessage, MessageReceived
 from cairn.events.fields import Name
 from cairn.events.routing import RoutingError, is_incognito
@@ -33,8 +33,14 @@ def ingest_settings(request: Request) -> IngestSettings:
 
 
 async def require_admin(request: Request) -> None:
-    """401 without a valid credential; 403 for a tenant's API key, which is valid but not allowed here."""
+    """401 without a valid credential; 403 for a tenant's API key, which is valid but not allowed here. A wrong
+    token counts as a failed login of the client's address, and an address past its failures is answered 429
+    before its token is compared (the admin API is not rate-limited otherwise)."""
     settings = ingest_settings(request)
+    limits: Limits | None = runtime_of(request).extras.get("limits")
+    address = request.client.host if request.client else "unknown"
+    if limits is not None and (throttled := await limits.admin_refusal(address)):
+        raise throttled
     expected = settings.admin_token.get_secret_value() if settings.admin_token else ""
     token = bearer_token(request)
     if expected and secrets.compare_digest(token, expected):
@@ -42,7 +48,8 @@ async def require_admin(request: Request) -> None:
     keys: ApiKeys = runtime_of(request).extras["api_keys"]
     if await keys.tenant_for(token) is not None:
         raise Problem(403, "A tenant's API key cannot use the admin API: send the admin token.")
-    raise Problem(401, "This endpoint needs the admin token.")
+    refusal = Problem(401, "This endpoint needs the admin token.")
+    raise refusal if limits is None else await limits.admin_failed(address, refusal)
 
 
 class Accepted(BaseModel):
