@@ -72,7 +72,7 @@ def test_reindex_rebuilds_the_same_index(services: LocalStack, tenant: Tenant) -
             _caught_up(memory)
             # (40 messages cross the compaction threshold: their flush waits for a model, which is not index work)
             and memory.status()["pending"] | {"flushes": 0}
-            == {"sessions": 0, "documents": 0, "reembed": 0, "flushes": 0}
+            == {"sessions": 0, "documents": 0, "reembed": 0, "flushes": 0, "record_judgements": 0}
             and memory.status()["counts"]["session_chunks"] > 1
         )
     )
