@@ -52,7 +52,7 @@ async def pool(stack: LocalStack) -> AsyncIterator["asyncpg.Pool[asyncpg.Record]
 async def admin_of(pool: "asyncpg.Pool[asyncpg.Record]", stack: LocalStack) -> AsyncIterator[Any]:
     """A superuser connection to that database, for setup and checks past row-level security."""
     name = await pool.fetchval("SELECT current_database()")
-    conn = await asyncpg.connect(f"postgresql://postgres@127.0.0.1:{stack.state.ports['postgres']}/{name}")
+    conn = await asyncpg.connect(stack.database_url(name, "postgres"))
     try:
         yield conn
     finally:
