@@ -103,7 +103,7 @@ async def rig(
     await js.add_stream(name=stream, subjects=[f"{root}.>"])
     fast = {"debounce_s": 1.0, "poll_s": 0.05, "retry_first_s": 0.3, "retry_cap_s": 1.0}
     settings = ExtractionSettings(**{**fast, "key_prefix": f"test-extract:{tag}", **overrides})
-    redis = Redis.from_url(stack.redis_url)
+    redis = Redis.from_url(stack.redis_url, socket_timeout=10)  # a lost reply fails the test instead of hanging it
     window = extraction_window(redis, settings)
     made = Rig(nats_client, redis, window, root)
     models = Models(llm, pool)
@@ -119,7 +119,8 @@ async def rig(
     finally:
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        async with asyncio.timeout(30):  # a loop that would not stop when cancelled is a failure, not a hang
+            await asyncio.gather(*tasks, return_exceptions=True)
         await models.aclose()
         await js.delete_stream(stream)
         await redis.aclose()

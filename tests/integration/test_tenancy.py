@@ -142,11 +142,14 @@ async def test_the_service_role_is_not_superuser_does_not_bypass_rls_and_owns_no
     # index (each function checks the caller's tenant itself); the memory worker's due sessions (0042) and
     # turns of another embedding model (0064) are found across tenants in one query, and the agents' remember
     # settings read with the due sessions (0096); the chunks' full-text keys are kept and read by owner triggers
-    # and functions (0135), as are the exact scan's vector rows (memindex V0002; cairn_app reads them by policy)
+    # and functions (0135), as are the exact scan's vector rows (memindex V0002; cairn_app reads them by policy);
+    # due memory flushes are found across tenants by the flush worker's owner-run function (consolidation V0002),
+    # and every tenant's limit overrides read at once by each process (platform V0003, cairn.all_tenant_limits)
     owner_readable = {
         "ingest.tenants", "ingest.api_keys", "ingest.audit_log", "indexer.messages", "indexer.memory_chunks",
         "indexer.memory_chunk_keys",
         "indexer.memory_pending", "indexer.memory_turns", "indexer.memory_agents", "indexer.memory_chunk_vectors",
+        "consolidation.flushes_due", "cairn.tenant_limits",
     }  # fmt: skip
     unprotected = [t["name"] for t in tables if not t["relrowsecurity"]]
     unforced = {t["name"] for t in tables if not t["relforcerowsecurity"]}
