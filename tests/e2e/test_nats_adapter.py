@@ -12,6 +12,7 @@ import pytest
 from cairn.events import DEAD_LETTER_STREAM, inbound_subject
 from cairn.local import LocalStack
 from tests.conftest import Tenant
+from tests.nats_logins import login_answer
 from tests.streams import stream_messages
 
 
@@ -168,26 +169,14 @@ def test_an_adapter_logs_in_to_nats_with_its_api_key_and_writes_only_into_its_ow
     assert other_tenant.search(theirs)["results"] == []
 
 
-async def _login_answer(stack: LocalStack, token: str | None) -> str:
-    """The server's answer to CONNECT + PING, spoken in the protocol itself (nats-py leaves a refused connection's
-    socket open): PONG when the login is taken."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", stack.state.ports["nats"])
-    try:
-        async with asyncio.timeout(10):
-            await reader.readline()  # INFO
-            login = {"verbose": False, "pedantic": False, "protocol": 1, **({"auth_token": token} if token else {})}
-            writer.write(f"CONNECT {json.dumps(login)}\r\nPING\r\n".encode())
-            await writer.drain()
-            return (await reader.readline()).decode().strip()
-    finally:
-        writer.close()
-        await writer.wait_closed()
+def _login(stack: LocalStack, token: str | None) -> str:
+    return asyncio.run(login_answer(stack.state.ports["nats"], {"auth_token": token} if token else {}))
 
 
 @pytest.mark.e2e
 @pytest.mark.parametrize("token", [None, "ck_not-a-key"], ids=["no key", "an unknown key"])
 def test_a_nats_login_without_a_valid_api_key_is_refused(services: LocalStack, token: str | None) -> None:
-    assert "Authorization Violation" in asyncio.run(_login_answer(services, token))
+    assert "Authorization Violation" in _login(services, token)
 
 
 @pytest.mark.e2e
@@ -198,7 +187,7 @@ def test_a_key_that_may_not_write_or_only_some_agents_cannot_log_in_to_nats(
     for body in ({"name": "reader", "scopes": ["read"]}, {"name": "one agent", "scopes": ["write"], "agents": ["a1"]}):
         created = tenant.ingest.post("/v1/keys", json=body)
         assert created.status_code == 201, created.text
-        assert "Authorization Violation" in asyncio.run(_login_answer(services, created.json()["api_key"]))
+        assert "Authorization Violation" in _login(services, created.json()["api_key"])
     writer = tenant.ingest.post("/v1/keys", json={"name": "adapter", "scopes": ["write"]})
     assert writer.status_code == 201, writer.text
-    assert asyncio.run(_login_answer(services, writer.json()["api_key"])) == "PONG"
+    assert _login(services, writer.json()["api_key"]) == "PONG"

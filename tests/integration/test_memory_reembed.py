@@ -72,19 +72,16 @@ def embeddings_url() -> Iterator[str]:
         yield url
 
 
-def _as_superuser(database: str) -> str:
-    """The same database as the superuser, who reads past row-level security; this stack's password."""
-    return _SUPERUSER_URLS[database]
-
-
-_SUPERUSER_URLS: dict[str, str] = {}
-
-
 @pytest.fixture
 async def database(stack: LocalStack) -> AsyncIterator[str]:
     async with own_database(stack, "cairn_reembed") as name:
-        _SUPERUSER_URLS[stack.database_url(name)] = stack.database_url(name, "postgres")
         yield stack.database_url(name)
+
+
+@pytest.fixture
+def superuser_url(stack: LocalStack, database: str) -> str:
+    """The same database as the superuser, who reads past row-level security."""
+    return stack.database_url(database.rsplit("/", 1)[1], "postgres")
 
 
 @pytest.fixture
@@ -136,11 +133,11 @@ async def _found(reads: MemoryReads, tenant: str, query: str) -> list[str]:
 
 
 async def test_a_changed_model_is_re_embedded_in_the_background_and_search_never_mixes_models(
-    database: str, pool: Pool, embeddings_url: str
+    superuser_url: str, pool: Pool, embeddings_url: str
 ) -> None:
     tenant = str(uuid.uuid4())
     old, new, reads = _index(embeddings_url, OLD), _index(embeddings_url, NEW), MemoryReads(pool)
-    superuser = await asyncpg.connect(_as_superuser(database))
+    superuser = await asyncpg.connect(superuser_url)
     try:  # stale turns are looked for per tenant of ingest.tenants (they stay under forced row-level security)
         await superuser.execute(
             "INSERT INTO ingest.tenants (tenant_id, name) VALUES ($1, 'reembed')", uuid.UUID(tenant)
@@ -176,7 +173,7 @@ async def test_a_changed_model_is_re_embedded_in_the_background_and_search_never
 
 
 async def test_turn_vectors_made_from_their_line_alone_are_re_embedded_in_context(
-    database: str, pool: Pool, embeddings_url: str
+    superuser_url: str, pool: Pool, embeddings_url: str
 ) -> None:
     """Turn vectors stored before a turn's vector read its line in context were made from the line alone under the
     same model id. 0141 marks them as of another model: search leaves them out, and the worker re-embeds them in
@@ -197,7 +194,7 @@ async def test_turn_vectors_made_from_their_line_alone_are_re_embedded_in_contex
     query = _vector(NEW, "Porto in June")
     assert len(await reads.turn_cosines(tenant, said, NEW, query)) == 2
 
-    owner = await asyncpg.connect(_as_superuser(database))
+    owner = await asyncpg.connect(superuser_url)
     try:
         await owner.execute("INSERT INTO ingest.tenants (tenant_id, name) VALUES ($1, 'alone')", uuid.UUID(tenant))
         await owner.execute(MARK_LINE_ALONE)
@@ -237,7 +234,7 @@ async def _all_new(pool: Pool, tenant: str) -> bool:
 
 
 async def test_during_a_rolling_deploy_only_the_newest_model_re_embeds_until_its_replicas_are_gone(
-    database: str, pool: Pool, embeddings_url: str
+    superuser_url: str, pool: Pool, embeddings_url: str
 ) -> None:
     """Replicas of the old and the new model run side by side: the old one does not turn the new model's
     vectors back into its own (each would undo the other's work until the old replicas were gone), and the
@@ -250,7 +247,7 @@ async def test_during_a_rolling_deploy_only_the_newest_model_re_embeds_until_its
     new_worker: asyncio.Task[None] | None = None
     try:
         # the old replica has claimed its model (and found it everywhere) before the new one starts
-        assert await eventually(lambda: _claimed(database, OLD))
+        assert await eventually(lambda: _claimed(superuser_url, OLD))
         assert await _models(pool, tenant) == ({OLD}, set())
         new_worker = asyncio.create_task(MemoryWorker(pool, new).run())
         assert await eventually(lambda: _chunks_of(pool, tenant, NEW)), await _models(pool, tenant)
@@ -275,9 +272,9 @@ async def _chunks_of(pool: Pool, tenant: str, model: str) -> bool:
     return (await _models(pool, tenant))[0] == {model}
 
 
-async def _claimed(database: str, model: str) -> bool:
+async def _claimed(superuser_url: str, model: str) -> bool:
     """Whether a replica has claimed `model` (the claims table is read only through its function, so as the owner)."""
-    owner = await asyncpg.connect(_as_superuser(database))
+    owner = await asyncpg.connect(superuser_url)
     try:
         return bool(await owner.fetchval("SELECT count(*) FROM indexer.embedding_models WHERE model = $1", model))
     finally:

@@ -3,7 +3,6 @@ password (scram-sha-256, over TCP and over the socket), Redis no command before 
 service's NATS user cannot publish into the adapters' `cairn.in.>`; the passwords live in 0600 files only."""
 
 import asyncio
-import json
 import stat
 from urllib.parse import quote
 
@@ -16,6 +15,7 @@ from nats.aio.msg import Msg
 
 from cairn.local import LocalStack
 from cairn.local.stack import OWNER
+from tests.nats_logins import login_answer
 
 pytestmark = pytest.mark.integration
 
@@ -55,23 +55,9 @@ async def test_redis_answers_nothing_before_auth(stack: LocalStack) -> None:
 async def test_nats_refuses_an_anonymous_client_and_a_wrong_password(stack: LocalStack) -> None:
     """Spoken in the protocol itself (nats-py leaves a refused connection's socket open): CONNECT, then PING."""
     for login in ({}, {"user": "cairn-operator", "pass": "wrong"}, {"user": "cairn-ingest", "pass": "wrong"}):
-        assert "Authorization Violation" in await _connect_and_ping(stack.state.ports["nats"], login)
+        assert "Authorization Violation" in await login_answer(stack.state.ports["nats"], login)
     operator = {"user": "cairn-operator", "pass": stack.state.password("nats:cairn-operator")}
-    assert await _connect_and_ping(stack.state.ports["nats"], operator) == "PONG"
-
-
-async def _connect_and_ping(port: int, login: dict[str, str]) -> str:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    try:
-        async with asyncio.timeout(5):
-            await reader.readline()  # INFO {...}
-            connect = {"verbose": False, "pedantic": False, "protocol": 1, **login}
-            writer.write(f"CONNECT {json.dumps(connect)}\r\nPING\r\n".encode())
-            await writer.drain()
-            return (await reader.readline()).decode().strip()
-    finally:
-        writer.close()
-        await writer.wait_closed()
+    assert await login_answer(stack.state.ports["nats"], operator) == "PONG"
 
 
 async def test_a_services_nats_user_cannot_publish_into_the_adapters_subjects(stack: LocalStack) -> None:

@@ -58,11 +58,8 @@ class Limits:
         if (until := self._invalid.get(digest)) and until > now:
             self.counters.invalid_key_cache_hits += 1
             return await self._failed(address)
-        if (suspect := self._suspects.get(address)) and suspect > now:
-            failures = await self.limiter.auth_failures(address)
-            if failures is not None and failures >= self.settings.auth_failures:
-                self.counters.auth_throttled += 1
-                return _auth_throttled(self.settings)
+        if (suspect := self._suspects.get(address)) and suspect > now and (throttled := await self.throttled(address)):
+            return throttled
         tenant = await self.keys.tenant_for(secret)
         if tenant is not None:
             return tenant
@@ -75,9 +72,9 @@ class Limits:
         self._suspects[address] = now + self.settings.auth_window_s
         return await self._failed(address)
 
-    async def admin_refusal(self, address: str) -> Problem | None:
-        """The 429 for an address past its failed logins, before an admin token is even compared (guessing the
-        operator's token is throttled like guessing keys), or None."""
+    async def throttled(self, address: str) -> Problem | None:
+        """The 429 for an address past its failed logins (counted across replicas), before its key or admin token is
+        looked at, or None."""
         failures = await self.limiter.auth_failures(address)
         if failures is not None and failures >= self.settings.auth_failures:
             self.counters.auth_throttled += 1

@@ -39,7 +39,7 @@ async def require_admin(request: Request) -> None:
     settings = ingest_settings(request)
     limits: Limits | None = runtime_of(request).extras.get("limits")
     address = request.client.host if request.client else "unknown"
-    if limits is not None and (throttled := await limits.admin_refusal(address)):
+    if limits is not None and (throttled := await limits.throttled(address)):
         raise throttled
     expected = settings.admin_token.get_secret_value() if settings.admin_token else ""
     token = bearer_token(request)
