@@ -10,6 +10,7 @@ asked every 25 ms: its latency shows whether the event loop stalls.
 """
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections import Counter
@@ -83,8 +84,11 @@ async def _new_agent(ingest: httpx.AsyncClient, lane2: Lane2) -> str:
     return agent
 
 
-async def _lane2_caller(recall: httpx.AsyncClient, ingest: httpx.AsyncClient, lane2: Lane2, offset: int) -> None:
-    """Asks lane-2 questions until cancelled; a fresh agent whenever the breaker of the current one is open."""
+async def _lane2_caller(
+    recall: httpx.AsyncClient, ingest: httpx.AsyncClient, lane2: Lane2, offset: int, answered: asyncio.Event
+) -> None:
+    """Asks lane-2 questions until cancelled; a fresh agent whenever the breaker of the current one is open.
+    `answered` is set at its first answer."""
     agent = await _new_agent(ingest, lane2)
     for question in itertools.islice(itertools.cycle(LANE2_QUESTIONS), offset, None):
         started = time.perf_counter()
@@ -92,6 +96,7 @@ async def _lane2_caller(recall: httpx.AsyncClient, ingest: httpx.AsyncClient, la
         lane2.samples.append(time.perf_counter() - started)
         lane2.served.append(answer["elapsed_ms"] / 1000)
         lane2.outcomes[answer["outcome"]] += 1
+        answered.set()
         if answer["outcome"] == "timeout":
             lane2.timeouts.append(answer["trace_id"])
         if answer["outcome"] == "circuit_open":
@@ -109,8 +114,10 @@ async def _phase(endpoints: dict[str, str], key: str, bench: RecallBench, text: 
         httpx.AsyncClient(base_url=recall_url, timeout=10) as health_client,
     ):
         background: list[asyncio.Task[None]] = []
+        answered: list[asyncio.Event] = []
         if lane2 is not None and hang is not None:
-            background += await _start_lane2(recall_url, lane2, hang, bench.lane2_callers)
+            answered = [asyncio.Event() for _ in range(bench.lane2_callers)]
+            background += await _start_lane2(recall_url, lane2, hang, answered)
         phase, stop = Phase(), asyncio.Event()
         probe = asyncio.create_task(_probe_health(health_client, stop, phase.health))
         queries: asyncio.Queue[str] = asyncio.Queue()
@@ -121,13 +128,20 @@ async def _phase(endpoints: dict[str, str], key: str, bench: RecallBench, text: 
         phase.seconds = time.perf_counter() - started
         stop.set()
         await probe
+        # a lane-1 phase shorter than lane 2's deadline would record no lane-2 answer: each caller's first one is
+        # waited for (each is bounded by that deadline)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(bench.lane2_timeout_ms / 1000 + LANE2_STARTED_WITHIN_S):
+                await asyncio.gather(*(event.wait() for event in answered))
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
     return phase
 
 
-async def _start_lane2(recall_url: str, lane2: Lane2, hang: HangingModel, callers: int) -> list[asyncio.Task[None]]:
+async def _start_lane2(
+    recall_url: str, lane2: Lane2, hang: HangingModel, answered: list[asyncio.Event]
+) -> list[asyncio.Task[None]]:
     """The lane-2 callers as tasks (each with its own clients, closed when it is cancelled), once the first
     model calls are held by the hanging server (bounded wait)."""
 
@@ -137,8 +151,9 @@ async def _start_lane2(recall_url: str, lane2: Lane2, hang: HangingModel, caller
             httpx.AsyncClient(base_url=recall_url, headers=headers, timeout=60) as recall,
             httpx.AsyncClient(base_url=lane2.ingest_url, headers=headers, timeout=60) as ingest,
         ):
-            await _lane2_caller(recall, ingest, lane2, offset)
+            await _lane2_caller(recall, ingest, lane2, offset, answered[offset])
 
+    callers = len(answered)
     tasks = [asyncio.create_task(caller(i)) for i in range(callers)]
     await asyncio.to_thread(hang.wait_until, lambda: hang.held >= max(1, callers // 2), LANE2_STARTED_WITHIN_S)
     return tasks
