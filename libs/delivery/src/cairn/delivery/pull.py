@@ -354,6 +354,9 @@ class PullConsumer:
             try:
                 await self.process_batch(pending)
             except Exception as error:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():  # a stop that a client turned into an error (Redis,
+                    raise asyncio.CancelledError from error  # asyncpg): never held and retried as a transient one
                 if not is_transient(error):
                     raise
                 pending = unsettled(pending)
